@@ -1,0 +1,663 @@
+//! The schema check: a [`Node`] tree in, one file's [`Layer`] out.
+//!
+//! Written by hand rather than derived so that every error knows its position, its key path and
+//! a hint; `schema.rs` describes the same shape for editors, and a test keeps the two in step.
+
+use super::error::{ConfigError, Location, did_you_mean};
+use super::node::{Entry, Node, Pos, Value};
+use super::{Action, RuleSpec, TestCase};
+
+pub(crate) const TOP_KEYS: &[&str] = &["$schema", "extends", "defaults", "paths", "rules", "sandbox", "tests"];
+pub(crate) const DEFAULTS_KEYS: &[&str] = &["action", "sandbox", "on_parse_error"];
+pub(crate) const RULE_KEYS: &[&str] = &["allow", "ask", "deny", "message", "fix", "sandbox", "env", "tests"];
+pub(crate) const RULE_TESTS_KEYS: &[&str] = &["allow", "ask", "deny"];
+pub(crate) const PRESET_KEYS: &[&str] = &["fs", "network", "env"];
+pub(crate) const FS_KEYS: &[&str] = &["write", "read"];
+pub(crate) const FS_WRITE_KEYS: &[&str] = &["allow", "deny"];
+pub(crate) const FS_READ_KEYS: &[&str] = &["deny"];
+pub(crate) const NETWORK_KEYS: &[&str] = &["allow", "hosts"];
+pub(crate) const ENV_KEYS: &[&str] = &["keep"];
+pub(crate) const TEST_KEYS: &[&str] = &["command", "expect", "cwd"];
+
+/// One file's content, checked but not yet merged or resolved.
+#[derive(Debug, Default)]
+pub(crate) struct Layer {
+    pub extends: Vec<(String, Location)>,
+    pub defaults: LayerDefaults,
+    pub paths: Vec<PathSetDef>,
+    pub rules: Vec<RuleSpec>,
+    pub sandboxes: Vec<PresetDef>,
+    pub tests: Vec<TestCase>,
+    /// Names this file uses that must be defined somewhere in the merged configuration.
+    pub refs: Vec<Reference>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct LayerDefaults {
+    pub action: Option<Action>,
+    pub sandbox: Option<String>,
+    pub on_parse_error: Option<Action>,
+}
+
+/// A path or glob as written, or a `<path:NAME>` reference (sandbox lists only).
+#[derive(Debug, Clone)]
+pub(crate) struct Item {
+    pub text: String,
+    pub location: Location,
+    pub key_path: String,
+}
+
+impl Item {
+    /// `Some(NAME)` when the entry is exactly `<path:NAME>`.
+    pub(crate) fn path_ref(&self) -> Option<&str> {
+        self.text.strip_prefix("<path:")?.strip_suffix('>')
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct PathSetDef {
+    pub name: String,
+    pub entries: Vec<Item>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct PresetDef {
+    pub name: String,
+    pub write_allow: Vec<Item>,
+    pub write_deny: Vec<Item>,
+    pub read_deny: Vec<Item>,
+    pub network_allow: bool,
+    pub network_hosts: Vec<String>,
+    pub env_keep: Vec<String>,
+    pub location: Location,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RefKind {
+    Sandbox,
+    PathSet,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Reference {
+    pub kind: RefKind,
+    pub name: String,
+    pub location: Location,
+    pub key_path: String,
+}
+
+// --- key paths, rendered only when an error needs them --------------------------------------
+
+#[derive(Clone, Copy)]
+enum Seg<'p> {
+    Root,
+    Key(&'p str),
+    Index(usize),
+}
+
+#[derive(Clone, Copy)]
+struct KeyPath<'p> {
+    parent: Option<&'p KeyPath<'p>>,
+    seg: Seg<'p>,
+}
+
+const ROOT: KeyPath<'static> = KeyPath { parent: None, seg: Seg::Root };
+
+impl<'p> KeyPath<'p> {
+    fn key(&'p self, k: &'p str) -> KeyPath<'p> {
+        KeyPath { parent: Some(self), seg: Seg::Key(k) }
+    }
+
+    fn index(&'p self, i: usize) -> KeyPath<'p> {
+        KeyPath { parent: Some(self), seg: Seg::Index(i) }
+    }
+
+    fn segs(&self) -> Vec<Seg<'p>> {
+        let mut segs = vec![self.seg];
+        let mut cur = self.parent;
+        while let Some(p) = cur {
+            segs.push(p.seg);
+            cur = p.parent;
+        }
+        segs.reverse();
+        segs
+    }
+
+    /// `rules[3].tests.allow[0]`
+    fn render(&self) -> String {
+        let mut out = String::new();
+        for seg in self.segs() {
+            match seg {
+                Seg::Root => {}
+                Seg::Key(k) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    if is_name(k) {
+                        out.push_str(k);
+                    } else {
+                        out.push_str(&format!("{k:?}"));
+                    }
+                }
+                Seg::Index(i) => out.push_str(&format!("[{i}]")),
+            }
+        }
+        out
+    }
+
+    /// `at the top level`, `in [defaults]`, `in [[rules]]`, `in [sandbox.workspace.fs]`
+    fn table_name(&self) -> String {
+        let keys: Vec<String> = self
+            .segs()
+            .iter()
+            .filter_map(|s| match s {
+                Seg::Key(k) if is_name(k) => Some((*k).to_string()),
+                Seg::Key(k) => Some(format!("{k:?}")),
+                _ => None,
+            })
+            .collect();
+        if keys.is_empty() {
+            "at the top level".to_string()
+        } else if matches!(self.seg, Seg::Index(_)) {
+            format!("in [[{}]]", keys.join("."))
+        } else {
+            format!("in [{}]", keys.join("."))
+        }
+    }
+}
+
+/// Names of sandbox presets and path sets: ASCII letters, digits, `-`, `_`.
+pub(crate) fn is_name(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+fn is_env_name(s: &str) -> bool {
+    let mut b = s.bytes();
+    matches!(b.next(), Some(c) if c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// The names of all `<path:NAME>` references inside a pattern.
+pub(crate) fn pattern_path_refs(pattern: &str) -> Result<Vec<&str>, String> {
+    let mut names = Vec::new();
+    let mut rest = pattern;
+    while let Some(i) = rest.find("<path:") {
+        rest = &rest[i + "<path:".len()..];
+        let Some(end) = rest.find('>') else {
+            return Err("unterminated `<path:` reference (expected `<path:NAME>`)".into());
+        };
+        let name = &rest[..end];
+        if !is_name(name) {
+            return Err(format!("invalid path set name `{name}` in `<path:…>`"));
+        }
+        names.push(name);
+        rest = &rest[end + 1..];
+    }
+    Ok(names)
+}
+
+// --- the decoder -------------------------------------------------------------------------------
+
+pub(crate) fn decode(file: &str, doc: &Node<'_>) -> Result<Layer, ConfigError> {
+    let d = Decoder { file };
+    let mut layer = Layer::default();
+    let Value::Table(entries) = &doc.value else {
+        return Err(d.invalid(doc.pos, &ROOT, format!("a policy must be a table, found {}", doc.value.kind()), None));
+    };
+    for e in entries {
+        let path = ROOT.key(&e.key);
+        match &*e.key {
+            "$schema" => {
+                d.string(&e.value, &path)?;
+            }
+            "extends" => {
+                for (i, item) in d.array(&e.value, &path)?.iter().enumerate() {
+                    let p = path.index(i);
+                    let s = d.string(item, &p)?;
+                    if s.trim().is_empty() {
+                        return Err(d.invalid(item.pos, &p, "empty `extends` entry".into(), None));
+                    }
+                    layer.extends.push((s.to_string(), d.loc(item.pos)));
+                }
+            }
+            "defaults" => d.defaults(&e.value, &path, &mut layer)?,
+            "paths" => {
+                for set in d.table(&e.value, &path)? {
+                    let p = path.key(&set.key);
+                    d.check_name(set, &p, "path set")?;
+                    let entries = d.items(&set.value, &p, false)?;
+                    layer.paths.push(PathSetDef { name: set.key.to_string(), entries });
+                }
+            }
+            "rules" => {
+                let rules = d.array(&e.value, &path)?;
+                layer.rules.reserve(rules.len());
+                for (i, rule) in rules.iter().enumerate() {
+                    d.rule(rule, &path.index(i), &mut layer)?;
+                }
+            }
+            "sandbox" => {
+                for preset in d.table(&e.value, &path)? {
+                    let p = path.key(&preset.key);
+                    d.check_name(preset, &p, "sandbox preset")?;
+                    let def = d.preset(preset, &p)?;
+                    layer.sandboxes.push(def);
+                }
+            }
+            "tests" => {
+                for (i, t) in d.array(&e.value, &path)?.iter().enumerate() {
+                    let test = d.test(t, &path.index(i))?;
+                    layer.tests.push(test);
+                }
+            }
+            _ => return Err(d.unknown(e, &ROOT, TOP_KEYS)),
+        }
+    }
+    Ok(layer)
+}
+
+struct Decoder<'f> {
+    file: &'f str,
+}
+
+impl Decoder<'_> {
+    fn loc(&self, pos: Pos) -> Location {
+        Location { file: self.file.to_string(), line: pos.line, col: pos.col }
+    }
+
+    fn invalid(&self, pos: Pos, path: &KeyPath<'_>, message: String, hint: Option<String>) -> ConfigError {
+        ConfigError::Invalid { location: self.loc(pos), key_path: path.render(), message, hint }
+    }
+
+    fn unknown(&self, e: &Entry<'_>, table: &KeyPath<'_>, known: &[&str]) -> ConfigError {
+        let mut hint = did_you_mean(&e.key, known.iter().copied());
+        if hint.is_none() && known.len() <= 8 {
+            let list: Vec<String> = known.iter().map(|k| format!("`{k}`")).collect();
+            hint = Some(format!("expected one of {}", list.join(", ")));
+        }
+        self.invalid(
+            e.key_pos,
+            &table.key(&e.key),
+            format!("unknown key `{}` {}", e.key, table.table_name()),
+            hint,
+        )
+    }
+
+    fn mismatch(&self, node: &Node<'_>, path: &KeyPath<'_>, expected: &str) -> ConfigError {
+        self.invalid(node.pos, path, format!("expected {expected}, found {}", node.value.kind()), None)
+    }
+
+    fn table<'n>(&self, node: &'n Node<'_>, path: &KeyPath<'_>) -> Result<&'n [Entry<'n>], ConfigError> {
+        match &node.value {
+            Value::Table(e) => Ok(e),
+            _ => Err(self.mismatch(node, path, "a table")),
+        }
+    }
+
+    fn array<'n>(&self, node: &'n Node<'_>, path: &KeyPath<'_>) -> Result<&'n [Node<'n>], ConfigError> {
+        match &node.value {
+            Value::Array(a) => Ok(a),
+            _ => Err(self.mismatch(node, path, "an array")),
+        }
+    }
+
+    fn string<'n>(&self, node: &'n Node<'_>, path: &KeyPath<'_>) -> Result<&'n str, ConfigError> {
+        match &node.value {
+            Value::Str(s) => Ok(s),
+            _ => Err(self.mismatch(node, path, "a string")),
+        }
+    }
+
+    fn bool(&self, node: &Node<'_>, path: &KeyPath<'_>) -> Result<bool, ConfigError> {
+        match node.value {
+            Value::Bool(b) => Ok(b),
+            _ => Err(self.mismatch(node, path, "a boolean (true or false)")),
+        }
+    }
+
+    fn strings(&self, node: &Node<'_>, path: &KeyPath<'_>) -> Result<Vec<String>, ConfigError> {
+        let items = self.array(node, path)?;
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            out.push(self.string(item, &path.index(i))?.to_string());
+        }
+        Ok(out)
+    }
+
+    fn env_names(&self, node: &Node<'_>, path: &KeyPath<'_>) -> Result<Vec<String>, ConfigError> {
+        let items = self.array(node, path)?;
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let p = path.index(i);
+            let s = self.string(item, &p)?;
+            if !is_env_name(s) {
+                return Err(self.invalid(
+                    item.pos,
+                    &p,
+                    format!("`{s}` is not an environment variable name"),
+                    Some("use letters, digits and `_`, not starting with a digit".into()),
+                ));
+            }
+            out.push(s.to_string());
+        }
+        Ok(out)
+    }
+
+    /// A list of paths; in sandbox lists (`refs_allowed`) an entry may be `<path:NAME>`.
+    fn items(&self, node: &Node<'_>, path: &KeyPath<'_>, refs_allowed: bool) -> Result<Vec<Item>, ConfigError> {
+        let nodes = self.array(node, path)?;
+        let mut out = Vec::with_capacity(nodes.len());
+        for (i, n) in nodes.iter().enumerate() {
+            let p = path.index(i);
+            let text = self.string(n, &p)?;
+            if text.is_empty() {
+                return Err(self.invalid(n.pos, &p, "empty path".into(), None));
+            }
+            let item = Item { text: text.to_string(), location: self.loc(n.pos), key_path: p.render() };
+            if text.contains("<path:") {
+                match item.path_ref() {
+                    Some(name) if refs_allowed && is_name(name) => {}
+                    Some(_) if refs_allowed => {
+                        return Err(self.invalid(n.pos, &p, format!("invalid path set reference `{text}`"), None));
+                    }
+                    _ if refs_allowed => {
+                        return Err(self.invalid(
+                            n.pos,
+                            &p,
+                            format!("`<path:NAME>` must be a whole entry, found `{text}`"),
+                            Some("list the path set on its own, e.g. \"<path:secrets>\"".into()),
+                        ));
+                    }
+                    _ => {
+                        return Err(self.invalid(
+                            n.pos,
+                            &p,
+                            "a path set cannot refer to another path set".into(),
+                            Some("list the paths here directly".into()),
+                        ));
+                    }
+                }
+            }
+            out.push(item);
+        }
+        Ok(out)
+    }
+
+    fn check_name(&self, e: &Entry<'_>, path: &KeyPath<'_>, what: &str) -> Result<(), ConfigError> {
+        if is_name(&e.key) {
+            Ok(())
+        } else {
+            Err(self.invalid(
+                e.key_pos,
+                path,
+                format!("invalid {what} name `{}`", e.key),
+                Some("use ASCII letters, digits, `-` and `_`".into()),
+            ))
+        }
+    }
+
+    fn action(&self, node: &Node<'_>, path: &KeyPath<'_>) -> Result<Action, ConfigError> {
+        let s = self.string(node, path)?;
+        Action::parse(s).ok_or_else(|| {
+            self.invalid(
+                node.pos,
+                path,
+                format!("invalid action `{s}`: expected `allow`, `ask` or `deny`"),
+                did_you_mean(s, ["allow", "ask", "deny"]),
+            )
+        })
+    }
+
+    fn defaults(&self, node: &Node<'_>, path: &KeyPath<'_>, layer: &mut Layer) -> Result<(), ConfigError> {
+        for e in self.table(node, path)? {
+            let p = path.key(&e.key);
+            match &*e.key {
+                "action" => layer.defaults.action = Some(self.action(&e.value, &p)?),
+                "sandbox" => {
+                    let name = self.string(&e.value, &p)?;
+                    layer.refs.push(Reference {
+                        kind: RefKind::Sandbox,
+                        name: name.to_string(),
+                        location: self.loc(e.value.pos),
+                        key_path: p.render(),
+                    });
+                    layer.defaults.sandbox = Some(name.to_string());
+                }
+                "on_parse_error" => {
+                    let action = self.action(&e.value, &p)?;
+                    if action == Action::Allow {
+                        return Err(self.invalid(
+                            e.value.pos,
+                            &p,
+                            "`on_parse_error` cannot be `allow`".into(),
+                            Some("a command pinfold cannot parse cannot be judged; use `ask` or `deny`".into()),
+                        ));
+                    }
+                    layer.defaults.on_parse_error = Some(action);
+                }
+                _ => return Err(self.unknown(e, path, DEFAULTS_KEYS)),
+            }
+        }
+        Ok(())
+    }
+
+    fn rule(&self, node: &Node<'_>, path: &KeyPath<'_>, layer: &mut Layer) -> Result<(), ConfigError> {
+        let entries = self.table(node, path)?;
+        let mut action: Option<(Action, &Entry<'_>)> = None;
+        let mut pattern = "";
+        let mut message = None;
+        let mut fix = None;
+        let mut sandbox: Option<&Entry<'_>> = None;
+        let mut env = Vec::new();
+        let mut tests = Vec::new();
+        for e in entries {
+            let p = path.key(&e.key);
+            match &*e.key {
+                "allow" | "ask" | "deny" => {
+                    let this = Action::parse(&e.key).unwrap_or(Action::Deny);
+                    if let Some((_, first)) = action {
+                        return Err(self.invalid(
+                            e.key_pos,
+                            &p,
+                            format!("a rule has exactly one action, but this one has both `{}` and `{}`", first.key, e.key),
+                            Some("split it into two rules".into()),
+                        ));
+                    }
+                    pattern = self.string(&e.value, &p)?;
+                    if pattern.trim().is_empty() {
+                        return Err(self.invalid(e.value.pos, &p, "empty pattern".into(), None));
+                    }
+                    if let Err(msg) = pattern_path_refs(pattern).map(|names| {
+                        for name in names {
+                            layer.refs.push(Reference {
+                                kind: RefKind::PathSet,
+                                name: name.to_string(),
+                                location: self.loc(e.value.pos),
+                                key_path: p.render(),
+                            });
+                        }
+                    }) {
+                        return Err(self.invalid(e.value.pos, &p, msg, None));
+                    }
+                    action = Some((this, e));
+                }
+                "message" => message = Some(self.string(&e.value, &p)?.to_string()),
+                "fix" => fix = Some(self.string(&e.value, &p)?.to_string()),
+                "sandbox" => {
+                    self.string(&e.value, &p)?;
+                    sandbox = Some(e);
+                }
+                "env" => env = self.env_names(&e.value, &p)?,
+                "tests" => {
+                    for t in self.table(&e.value, &p)? {
+                        let tp = p.key(&t.key);
+                        let Some(expect) = Action::parse(&t.key) else {
+                            return Err(self.unknown(t, &p, RULE_TESTS_KEYS));
+                        };
+                        for (i, cmd) in self.array(&t.value, &tp)?.iter().enumerate() {
+                            let command = self.string(cmd, &tp.index(i))?;
+                            tests.push((expect, command.to_string(), self.loc(cmd.pos)));
+                        }
+                    }
+                }
+                _ => return Err(self.unknown(e, path, RULE_KEYS)),
+            }
+        }
+        let Some((action, action_entry)) = action else {
+            return Err(self.invalid(
+                node.pos,
+                path,
+                "a rule needs an action: one of `allow`, `ask` or `deny` with a pattern".into(),
+                Some("e.g. allow = \"git status *\"".into()),
+            ));
+        };
+        let sandbox = match sandbox {
+            Some(e) if action == Action::Deny => {
+                return Err(self.invalid(
+                    e.key_pos,
+                    &path.key("sandbox"),
+                    "`sandbox` on a deny rule: denied commands never run".into(),
+                    Some("remove `sandbox`, or make the rule `allow` or `ask`".into()),
+                ));
+            }
+            Some(e) => {
+                let name = self.string(&e.value, &path.key("sandbox"))?;
+                layer.refs.push(Reference {
+                    kind: RefKind::Sandbox,
+                    name: name.to_string(),
+                    location: self.loc(e.value.pos),
+                    key_path: path.key("sandbox").render(),
+                });
+                Some(name.to_string())
+            }
+            None => None,
+        };
+        layer.rules.push(RuleSpec {
+            action,
+            pattern: pattern.to_string(),
+            location: self.loc(action_entry.value.pos),
+            message,
+            fix,
+            sandbox,
+            env,
+            tests,
+        });
+        Ok(())
+    }
+
+    fn preset(&self, preset: &Entry<'_>, path: &KeyPath<'_>) -> Result<PresetDef, ConfigError> {
+        let mut def = PresetDef {
+            name: preset.key.to_string(),
+            write_allow: Vec::new(),
+            write_deny: Vec::new(),
+            read_deny: Vec::new(),
+            network_allow: false,
+            network_hosts: Vec::new(),
+            env_keep: Vec::new(),
+            location: self.loc(preset.key_pos),
+        };
+        for e in self.table(&preset.value, path)? {
+            let p = path.key(&e.key);
+            match &*e.key {
+                "fs" => {
+                    for f in self.table(&e.value, &p)? {
+                        let fp = p.key(&f.key);
+                        match &*f.key {
+                            "write" => {
+                                for w in self.table(&f.value, &fp)? {
+                                    let wp = fp.key(&w.key);
+                                    match &*w.key {
+                                        "allow" => def.write_allow = self.items(&w.value, &wp, true)?,
+                                        "deny" => def.write_deny = self.items(&w.value, &wp, true)?,
+                                        _ => return Err(self.unknown(w, &fp, FS_WRITE_KEYS)),
+                                    }
+                                }
+                            }
+                            "read" => {
+                                for r in self.table(&f.value, &fp)? {
+                                    let rp = fp.key(&r.key);
+                                    match &*r.key {
+                                        "deny" => def.read_deny = self.items(&r.value, &rp, true)?,
+                                        _ => return Err(self.unknown(r, &fp, FS_READ_KEYS)),
+                                    }
+                                }
+                            }
+                            _ => return Err(self.unknown(f, &p, FS_KEYS)),
+                        }
+                    }
+                }
+                "network" => {
+                    for n in self.table(&e.value, &p)? {
+                        let np = p.key(&n.key);
+                        match &*n.key {
+                            "allow" => def.network_allow = self.bool(&n.value, &np)?,
+                            "hosts" => def.network_hosts = self.strings(&n.value, &np)?,
+                            _ => return Err(self.unknown(n, &p, NETWORK_KEYS)),
+                        }
+                    }
+                }
+                "env" => {
+                    for n in self.table(&e.value, &p)? {
+                        let np = p.key(&n.key);
+                        match &*n.key {
+                            "keep" => def.env_keep = self.env_names(&n.value, &np)?,
+                            _ => return Err(self.unknown(n, &p, ENV_KEYS)),
+                        }
+                    }
+                }
+                _ => return Err(self.unknown(e, path, PRESET_KEYS)),
+            }
+        }
+        Ok(def)
+    }
+
+    fn test(&self, node: &Node<'_>, path: &KeyPath<'_>) -> Result<TestCase, ConfigError> {
+        let mut command = None;
+        let mut expect = None;
+        let mut cwd = None;
+        for e in self.table(node, path)? {
+            let p = path.key(&e.key);
+            match &*e.key {
+                "command" => command = Some(self.string(&e.value, &p)?.to_string()),
+                "expect" => expect = Some(self.action(&e.value, &p)?),
+                "cwd" => cwd = Some(self.string(&e.value, &p)?.to_string()),
+                _ => return Err(self.unknown(e, path, TEST_KEYS)),
+            }
+        }
+        let missing = |key: &str| self.invalid(node.pos, path, format!("test is missing `{key}`"), None);
+        Ok(TestCase {
+            command: command.ok_or_else(|| missing("command"))?,
+            expect: expect.ok_or_else(|| missing("expect"))?,
+            cwd,
+            location: self.loc(node.pos),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_refs() {
+        assert_eq!(pattern_path_refs("cat <path:secrets> *").unwrap(), ["secrets"]);
+        assert_eq!(pattern_path_refs("cp <path:a> <path:b-2>").unwrap(), ["a", "b-2"]);
+        assert!(pattern_path_refs("cat <path:oops").is_err());
+        assert!(pattern_path_refs("cat <path:a b>").is_err());
+        assert!(pattern_path_refs("git status").unwrap().is_empty());
+    }
+
+    #[test]
+    fn key_path_rendering() {
+        let r = ROOT.key("rules");
+        let i = r.index(3);
+        let t = i.key("tests");
+        assert_eq!(t.render(), "rules[3].tests");
+        assert_eq!(i.table_name(), "in [[rules]]");
+        assert_eq!(t.table_name(), "in [rules.tests]");
+        assert_eq!(ROOT.table_name(), "at the top level");
+        let s = ROOT.key("sandbox");
+        let w = s.key("my box");
+        assert_eq!(w.render(), "sandbox.\"my box\"");
+    }
+}

@@ -1,0 +1,180 @@
+//! Where a config problem is, and what it is.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// A place in a policy file: `file:line:col`, 1-based.
+///
+/// `file` is a display path (relative to the working directory when the file lies below it) or
+/// the name of an embedded preset such as `pinfold:recommended`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Location {
+    pub file: String,
+    pub line: u32,
+    pub col: u32,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.col)
+    }
+}
+
+/// Everything that can go wrong while loading configuration.
+///
+/// Every variant that concerns the content of a file carries a [`Location`]; the CLI renders
+/// `Display` as the headline and may show [`ConfigError::hint`] on its own line (the `Display`
+/// of [`ConfigError::Invalid`] already ends with `\nhint: …` when there is one).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file is not valid TOML/YAML/JSON, or does not follow the schema, or refers to
+    /// something that does not exist.
+    #[error("{location}: {message}{}", render_hint(hint.as_deref()))]
+    Invalid {
+        location: Location,
+        /// Dotted key path of the offending value, e.g. `rules[3].sandbox`; empty for the
+        /// document itself.
+        key_path: String,
+        message: String,
+        hint: Option<String>,
+    },
+    /// A file could not be read. `location` is the `extends` entry that asked for it, if any.
+    #[error("{}cannot read {}: {source}", render_at(location.as_ref()), path.display())]
+    Io {
+        path: PathBuf,
+        location: Option<Location>,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Two policy files with different extensions sit in one directory.
+    #[error("ambiguous configuration: {} and {} both exist; keep only one", first.display(), second.display())]
+    Ambiguous { first: PathBuf, second: PathBuf },
+    /// A file extends itself, directly or through others.
+    #[error("{location}: `extends` cycle: {}", chain.join(" -> "))]
+    ExtendsCycle {
+        location: Location,
+        /// The files involved, the first repeated at the end.
+        chain: Vec<String>,
+    },
+}
+
+fn render_hint(hint: Option<&str>) -> String {
+    match hint {
+        Some(h) => format!("\nhint: {h}"),
+        None => String::new(),
+    }
+}
+
+fn render_at(location: Option<&Location>) -> String {
+    match location {
+        Some(l) => format!("{l}: "),
+        None => String::new(),
+    }
+}
+
+impl ConfigError {
+    /// The place in a file the error points at, if it has one.
+    pub fn location(&self) -> Option<&Location> {
+        match self {
+            ConfigError::Invalid { location, .. } | ConfigError::ExtendsCycle { location, .. } => {
+                Some(location)
+            }
+            ConfigError::Io { location, .. } => location.as_ref(),
+            ConfigError::Ambiguous { .. } => None,
+        }
+    }
+
+    /// A suggestion for fixing the error, if there is one.
+    pub fn hint(&self) -> Option<&str> {
+        match self {
+            ConfigError::Invalid { hint, .. } => hint.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The key path of the offending value (`rules[3].allow`), if known.
+    pub fn key_path(&self) -> Option<&str> {
+        match self {
+            ConfigError::Invalid { key_path, .. } => Some(key_path),
+            _ => None,
+        }
+    }
+
+    /// The message without location and hint.
+    pub fn message(&self) -> String {
+        match self {
+            ConfigError::Invalid { message, .. } => message.clone(),
+            ConfigError::ExtendsCycle { chain, .. } => format!("`extends` cycle: {}", chain.join(" -> ")),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// Levenshtein distance, case-insensitive, for "did you mean" hints.
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().flat_map(char::to_lowercase).collect();
+    let b: Vec<char> = b.chars().flat_map(char::to_lowercase).collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.iter().enumerate() {
+        cur[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+/// The closest candidate to `word`, if it is close enough to be a likely typo.
+pub(crate) fn suggest<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<&'c str> {
+    let limit = (word.chars().count() / 3).max(1).min(3);
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(word, c), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// `did you mean `x`?` for the closest candidate.
+pub(crate) fn did_you_mean<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<String> {
+    suggest(word, candidates).map(|c| format!("did you mean `{c}`?"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distance() {
+        assert_eq!(edit_distance("rule", "rules"), 1);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("Allow", "allow"), 0);
+    }
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(suggest("rule", ["extends", "rules", "tests"]), Some("rules"));
+        assert_eq!(suggest("sandboxes", ["sandbox", "paths"]), Some("sandbox"));
+        assert_eq!(suggest("zzz", ["rules"]), None);
+    }
+
+    #[test]
+    fn display_with_hint() {
+        let e = ConfigError::Invalid {
+            location: Location { file: "pinfold.toml".into(), line: 12, col: 9 },
+            key_path: "rule".into(),
+            message: "unknown key `rule` at the top level".into(),
+            hint: Some("did you mean `rules`?".into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "pinfold.toml:12:9: unknown key `rule` at the top level\nhint: did you mean `rules`?"
+        );
+    }
+}

@@ -1,0 +1,399 @@
+//! Finding the files, following `extends`, merging layers, resolving names and paths.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use super::decode::{Item, Layer, PathSetDef, PresetDef, RefKind, decode};
+use super::error::{ConfigError, Location, did_you_mean};
+use super::node::SyntaxError;
+use super::{
+    Action, Config, Defaults, EMBEDDED_PRESETS, Format, LoadOptions, RuleSpec, SandboxPreset, TestCase,
+    embedded_preset,
+};
+
+const EXTENSIONS: [&str; 4] = ["toml", "yaml", "yml", "json"];
+
+/// Load the layered configuration: `-c FILE` alone if given, otherwise the global file, the
+/// project file and the project's local file, or `pinfold:default` when none exists.
+pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
+    if let Some(explicit) = &opts.explicit {
+        return load_file(explicit, opts);
+    }
+    let project = find_project(&opts.cwd)?;
+    let mut loader = Loader::new(opts, project.as_deref());
+
+    let config_home = opts.xdg_config_home.clone().or_else(|| opts.home.as_ref().map(|h| h.join(".config")));
+    if let Some(dir) = config_home {
+        if let Some(global) = find_one(&dir.join("pinfold"), "config")? {
+            loader.load_path(&global, None)?;
+        }
+    }
+    if let Some(project) = &project {
+        loader.load_path(project, None)?;
+        if let Some(local) = find_one(project.parent().unwrap_or(Path::new("/")), "pinfold.local")? {
+            loader.load_path(&local, None)?;
+        }
+    }
+    if loader.merged.sources.is_empty() {
+        loader.load_embedded("default", None)?;
+    }
+    loader.finish()
+}
+
+/// Load one file and what it extends (for `-c FILE` and `pinfold validate FILE`). A relative
+/// path is taken from `opts.cwd`. The project root is still found from `opts.cwd`.
+pub fn load_file(path: &Path, opts: &LoadOptions) -> Result<Config, ConfigError> {
+    let project = find_project(&opts.cwd)?;
+    let mut loader = Loader::new(opts, project.as_deref());
+    loader.load_path(&opts.cwd.join(path), None)?;
+    loader.finish()
+}
+
+/// Load policy text that is not in a file (tests, stdin). `name` is used in locations;
+/// relative `extends` resolve against `opts.cwd`.
+pub fn load_str(name: &str, text: &str, format: Format, opts: &LoadOptions) -> Result<Config, ConfigError> {
+    let project = find_project(&opts.cwd)?;
+    let mut loader = Loader::new(opts, project.as_deref());
+    loader.load_text(name.to_string(), name.to_string(), text, format, Some(&opts.cwd))?;
+    loader.finish()
+}
+
+/// The single `STEM.{toml,yaml,yml,json}` in `dir`, if any; two of them is an error.
+fn find_one(dir: &Path, stem: &str) -> Result<Option<PathBuf>, ConfigError> {
+    let mut found: Option<PathBuf> = None;
+    for ext in EXTENSIONS {
+        let candidate = dir.join(format!("{stem}.{ext}"));
+        if candidate.is_file() {
+            if let Some(first) = found {
+                return Err(ConfigError::Ambiguous { first, second: candidate });
+            }
+            found = Some(candidate);
+        }
+    }
+    Ok(found)
+}
+
+/// The nearest `pinfold.*` at or above `cwd`.
+fn find_project(cwd: &Path) -> Result<Option<PathBuf>, ConfigError> {
+    for dir in cwd.ancestors() {
+        if let Some(file) = find_one(dir, "pinfold")? {
+            return Ok(Some(file));
+        }
+    }
+    Ok(None)
+}
+
+/// The project file's directory, else the nearest ancestor with `.git`, else `cwd`.
+fn project_root(cwd: &Path, project: Option<&Path>) -> PathBuf {
+    if let Some(dir) = project.and_then(Path::parent) {
+        return dir.to_path_buf();
+    }
+    cwd.ancestors().find(|d| d.join(".git").exists()).unwrap_or(cwd).to_path_buf()
+}
+
+/// Everything loaded so far, later layers already applied over earlier ones.
+#[derive(Default)]
+struct Merged {
+    action: Option<Action>,
+    sandbox: Option<String>,
+    on_parse_error: Option<Action>,
+    paths: BTreeMap<String, PathSetDef>,
+    rules: Vec<RuleSpec>,
+    sandboxes: BTreeMap<String, PresetDef>,
+    tests: Vec<TestCase>,
+    refs: Vec<super::decode::Reference>,
+    sources: Vec<String>,
+}
+
+struct Loader<'o> {
+    opts: &'o LoadOptions,
+    root: PathBuf,
+    merged: Merged,
+    /// Files being loaded (identity, display name), outermost first, for cycle detection.
+    stack: Vec<(String, String)>,
+    /// Files already merged: extended twice (a diamond) means loaded once.
+    seen: HashSet<String>,
+}
+
+impl<'o> Loader<'o> {
+    fn new(opts: &'o LoadOptions, project: Option<&Path>) -> Self {
+        Loader {
+            opts,
+            root: project_root(&opts.cwd, project),
+            merged: Merged::default(),
+            stack: Vec::new(),
+            seen: HashSet::new(),
+        }
+    }
+
+    fn display(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.opts.cwd) {
+            Ok(rel) if !rel.as_os_str().is_empty() => rel.display().to_string(),
+            _ => path.display().to_string(),
+        }
+    }
+
+    fn enter(&self, identity: &str, display: &str, from: Option<&Location>) -> Result<bool, ConfigError> {
+        if let Some(i) = self.stack.iter().position(|(id, _)| id == identity) {
+            let mut chain: Vec<String> = self.stack[i..].iter().map(|(_, name)| name.clone()).collect();
+            chain.push(display.to_string());
+            let location = from.cloned().unwrap_or(Location { file: display.to_string(), line: 1, col: 1 });
+            return Err(ConfigError::ExtendsCycle { location, chain });
+        }
+        Ok(!self.seen.contains(identity))
+    }
+
+    fn load_path(&mut self, path: &Path, from: Option<&Location>) -> Result<(), ConfigError> {
+        let display = self.display(path);
+        let identity = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string();
+        if !self.enter(&identity, &display, from)? {
+            return Ok(());
+        }
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        let Some(format) = Format::from_extension(ext) else {
+            let message = format!("cannot tell the format of `{display}` from its extension");
+            let hint = Some("name policy files `.toml`, `.yaml`, `.yml` or `.json`".to_string());
+            let location = from.cloned().unwrap_or(Location { file: display, line: 1, col: 1 });
+            return Err(ConfigError::Invalid { location, key_path: String::new(), message, hint });
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            location: from.cloned(),
+            source,
+        })?;
+        self.load_text(identity, display, &text, format, path.parent())
+    }
+
+    fn load_embedded(&mut self, name: &str, from: Option<&Location>) -> Result<(), ConfigError> {
+        let display = format!("pinfold:{name}");
+        if !self.enter(&display, &display, from)? {
+            return Ok(());
+        }
+        let Some(text) = embedded_preset(name) else {
+            let hint = did_you_mean(name, EMBEDDED_PRESETS.iter().copied()).or_else(|| {
+                let names: Vec<String> = EMBEDDED_PRESETS.iter().map(|n| format!("`pinfold:{n}`")).collect();
+                Some(format!("embedded presets: {}", names.join(", ")))
+            });
+            let location = from.cloned().unwrap_or(Location { file: display.clone(), line: 1, col: 1 });
+            return Err(ConfigError::Invalid {
+                location,
+                key_path: "extends".into(),
+                message: format!("unknown embedded preset `{display}`"),
+                hint,
+            });
+        };
+        self.load_text(display.clone(), display, text, Format::Toml, None)
+    }
+
+    /// Parse, check, load what it extends, then merge. `base` is the directory relative
+    /// `extends` resolve against; `None` for embedded presets, which may extend only presets.
+    fn load_text(
+        &mut self,
+        identity: String,
+        display: String,
+        text: &str,
+        format: Format,
+        base: Option<&Path>,
+    ) -> Result<(), ConfigError> {
+        let syntax = |e: SyntaxError| ConfigError::Invalid {
+            location: Location { file: display.clone(), line: e.pos.line, col: e.pos.col },
+            key_path: String::new(),
+            message: e.message,
+            hint: None,
+        };
+        let layer = match format {
+            Format::Toml => decode(&display, &super::node::parse_toml(text).map_err(syntax)?)?,
+            Format::Yaml => decode(&display, &super::node::parse_yaml(text).map_err(syntax)?)?,
+            Format::Json => decode(&display, &super::json::parse_json(text).map_err(syntax)?)?,
+        };
+
+        self.stack.push((identity.clone(), display.clone()));
+        for (target, location) in &layer.extends {
+            if let Some(name) = target.strip_prefix("pinfold:") {
+                self.load_embedded(name, Some(location))?;
+                continue;
+            }
+            let Some(base) = base else {
+                return Err(ConfigError::Invalid {
+                    location: location.clone(),
+                    key_path: "extends".into(),
+                    message: "an embedded preset can only extend other embedded presets".into(),
+                    hint: None,
+                });
+            };
+            let path = match (target.strip_prefix("~/"), &self.opts.home) {
+                (Some(rest), Some(home)) => home.join(rest),
+                _ => base.join(target),
+            };
+            self.load_path(&path, Some(location))?;
+        }
+        self.stack.pop();
+        self.seen.insert(identity);
+        self.merged.sources.push(display);
+        self.merge(layer);
+        Ok(())
+    }
+
+    /// Later layers: rules and tests are appended; each default set replaces the earlier one;
+    /// a path set or sandbox preset defined again replaces the earlier definition entirely.
+    fn merge(&mut self, layer: Layer) {
+        let m = &mut self.merged;
+        m.action = layer.defaults.action.or(m.action);
+        m.sandbox = layer.defaults.sandbox.or(m.sandbox.take());
+        m.on_parse_error = layer.defaults.on_parse_error.or(m.on_parse_error);
+        for set in layer.paths {
+            m.paths.insert(set.name.clone(), set);
+        }
+        for preset in layer.sandboxes {
+            m.sandboxes.insert(preset.name.clone(), preset);
+        }
+        if m.rules.is_empty() {
+            m.rules = layer.rules;
+        } else {
+            m.rules.extend(layer.rules);
+        }
+        m.tests.extend(layer.tests);
+        m.refs.extend(layer.refs);
+    }
+
+    /// Check references, resolve paths, apply built-in defaults.
+    fn finish(self) -> Result<Config, ConfigError> {
+        let home = self.opts.home.as_deref();
+        let root = self.root;
+        let m = self.merged;
+
+        for r in &m.refs {
+            let (defined, what): (Vec<&str>, &str) = match r.kind {
+                RefKind::Sandbox => (m.sandboxes.keys().map(String::as_str).collect(), "sandbox preset"),
+                RefKind::PathSet => (m.paths.keys().map(String::as_str).collect(), "path set"),
+            };
+            if !defined.contains(&r.name.as_str()) {
+                return Err(undefined(what, &r.name, &defined, &r.location, &r.key_path));
+            }
+        }
+
+        let mut paths = BTreeMap::new();
+        for (name, set) in &m.paths {
+            let mut resolved = Vec::with_capacity(set.entries.len());
+            for item in &set.entries {
+                resolved.push(resolve_item(item, &root, home)?);
+            }
+            paths.insert(name.clone(), resolved);
+        }
+
+        let expand = |items: &[Item]| -> Result<Vec<String>, ConfigError> {
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                match item.path_ref() {
+                    Some(name) => match paths.get(name) {
+                        Some(set) => out.extend(set.iter().cloned()),
+                        None => {
+                            let defined: Vec<&str> = paths.keys().map(String::as_str).collect();
+                            return Err(undefined("path set", name, &defined, &item.location, &item.key_path));
+                        }
+                    },
+                    None => out.push(resolve_item(item, &root, home)?),
+                }
+            }
+            Ok(out)
+        };
+        let mut sandboxes = BTreeMap::new();
+        for (name, def) in &m.sandboxes {
+            let preset = SandboxPreset {
+                name: name.clone(),
+                write_allow: expand(&def.write_allow)?,
+                write_deny: expand(&def.write_deny)?,
+                read_deny: expand(&def.read_deny)?,
+                network_allow: def.network_allow,
+                network_hosts: def.network_hosts.clone(),
+                env_keep: def.env_keep.clone(),
+                location: def.location.clone(),
+            };
+            sandboxes.insert(name.clone(), preset);
+        }
+
+        let sandbox = m.sandbox.or_else(|| sandboxes.contains_key("workspace").then(|| "workspace".to_string()));
+        Ok(Config {
+            defaults: Defaults {
+                action: m.action.unwrap_or(Action::Ask),
+                sandbox,
+                on_parse_error: m.on_parse_error.unwrap_or(Action::Ask),
+            },
+            paths,
+            rules: m.rules,
+            sandboxes,
+            tests: m.tests,
+            sources: m.sources,
+            project_root: root,
+            home: self.opts.home.clone(),
+        })
+    }
+}
+
+fn undefined(what: &str, name: &str, defined: &[&str], location: &Location, key_path: &str) -> ConfigError {
+    let hint = did_you_mean(name, defined.iter().copied()).or_else(|| {
+        Some(if defined.is_empty() {
+            format!("no {what}s are defined")
+        } else {
+            let names: Vec<String> = defined.iter().map(|n| format!("`{n}`")).collect();
+            format!("defined {what}s: {}", names.join(", "))
+        })
+    });
+    ConfigError::Invalid {
+        location: location.clone(),
+        key_path: key_path.to_string(),
+        message: format!("undefined {what} `{name}`"),
+        hint,
+    }
+}
+
+fn resolve_item(item: &Item, root: &Path, home: Option<&Path>) -> Result<String, ConfigError> {
+    resolve_path(&item.text, root, home).map_err(|(message, hint)| ConfigError::Invalid {
+        location: item.location.clone(),
+        key_path: item.key_path.clone(),
+        message,
+        hint,
+    })
+}
+
+/// `~` and `~/x` against home, relative paths against the project root, absolute paths as
+/// they are. Purely lexical: `.` segments and repeated or trailing `/` are dropped, `..` and
+/// glob characters are kept, nothing is canonicalized.
+pub(crate) fn resolve_path(text: &str, root: &Path, home: Option<&Path>) -> Result<String, (String, Option<String>)> {
+    let (base, rest): (Option<&Path>, &str) = if text == "~" || text.starts_with("~/") {
+        let Some(home) = home else {
+            return Err((
+                format!("`{text}` needs a home directory, but none is known"),
+                Some("set HOME, or use an absolute path".into()),
+            ));
+        };
+        (Some(home), text.get(1..).unwrap_or(""))
+    } else if text.starts_with('~') {
+        return Err((
+            format!("`{text}`: only `~` and `~/…` are supported, not `~user`"),
+            Some("write the absolute path".into()),
+        ));
+    } else if text.starts_with('/') {
+        (None, text)
+    } else {
+        (Some(root), text)
+    };
+    let base_text = base.map(|b| b.to_string_lossy());
+    let mut out = String::with_capacity(base_text.as_ref().map_or(0, |b| b.len()) + rest.len() + 1);
+    let absolute = base_text.as_deref().map_or(true, |b| b.starts_with('/'));
+    let segments = base_text.as_deref().unwrap_or("").split('/').chain(rest.split('/'));
+    for seg in segments {
+        if seg.is_empty() || seg == "." {
+            continue;
+        }
+        if absolute || !out.is_empty() {
+            out.push('/');
+        }
+        out.push_str(seg);
+    }
+    if out.is_empty() {
+        out.push(if absolute { '/' } else { '.' });
+    }
+    Ok(out)
+}
+

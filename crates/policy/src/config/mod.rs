@@ -1,0 +1,220 @@
+//! pinfold's configuration: one schema, read from TOML, YAML or JSON, layered and validated.
+//!
+//! # How the pieces fit
+//!
+//! * A policy **file** is parsed into a format-neutral tree that remembers the line and column
+//!   of every key and value (`node`, `json`), then checked against the schema (`decode`). Every
+//!   mistake becomes a [`ConfigError`] pointing at `file:line:col`, often with a hint.
+//! * Files are **layered** ([`load`]): the global file, the project file, the project's local
+//!   file; or only the file given with `-c` ([`LoadOptions::explicit`]); or, when there is no
+//!   file at all, the embedded `pinfold:default`. Each file may `extends` embedded presets
+//!   ([`embedded_preset`]) or other files, which load before it.
+//! * The merged result is **resolved** into a [`Config`]: references to sandbox presets and
+//!   path sets are checked, paths are made absolute against the project root or the home
+//!   directory, and `<path:NAME>` in sandbox lists is expanded.
+//!
+//! The rule patterns themselves are *not* interpreted here: [`RuleSpec::pattern`] is the text
+//! the judge compiles (only its `<path:NAME>` references are checked).
+//!
+//! # Example
+//!
+//! ```
+//! use pinfold_policy::config::{Action, Format, LoadOptions, load_str};
+//!
+//! let opts = LoadOptions {
+//!     explicit: None,
+//!     cwd: "/work/project".into(),
+//!     home: Some("/home/me".into()),
+//!     xdg_config_home: None,
+//! };
+//! let text = r#"
+//! [[rules]]
+//! allow = "git status *"
+//!
+//! [sandbox.workspace]
+//! fs.write.allow = ["."]
+//! fs.read.deny = ["~/.ssh"]
+//! "#;
+//! let config = load_str("pinfold.toml", text, Format::Toml, &opts).unwrap();
+//! assert_eq!(config.rules[0].action, Action::Allow);
+//! assert_eq!(config.rules[0].location.to_string(), "pinfold.toml:3:9");
+//! assert_eq!(config.defaults.sandbox.as_deref(), Some("workspace"));
+//! assert_eq!(config.sandboxes["workspace"].read_deny, ["/home/me/.ssh"]);
+//!
+//! let err = load_str("pinfold.toml", "[[rule]]\nallow = 'x'\n", Format::Toml, &opts).unwrap_err();
+//! assert_eq!(
+//!     err.to_string(),
+//!     "pinfold.toml:1:3: unknown key `rule` at the top level\nhint: did you mean `rules`?"
+//! );
+//! ```
+//!
+//! # What this module does not do
+//!
+//! It never reads the process environment (the caller fills [`LoadOptions`]), never
+//! canonicalizes or checks sandbox paths for existence (they may not exist yet, and may be
+//! globs), and does not check that patterns are well-formed beyond being non-empty.
+
+mod decode;
+mod error;
+mod json;
+mod load;
+mod node;
+mod schema;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+pub use error::{ConfigError, Location};
+pub use load::{load, load_file, load_str};
+pub use schema::json_schema;
+
+/// What happens to a command. Ordered by strictness: `Allow < Ask < Deny`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Allow,
+    Ask,
+    Deny,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Allow => "allow",
+            Action::Ask => "ask",
+            Action::Deny => "deny",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<Action> {
+        match s {
+            "allow" => Some(Action::Allow),
+            "ask" => Some(Action::Ask),
+            "deny" => Some(Action::Deny),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The file format, chosen by extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Toml,
+    Yaml,
+    Json,
+}
+
+impl Format {
+    /// `toml`, `yaml`/`yml`, `json`; anything else is `None`.
+    pub fn from_extension(ext: &str) -> Option<Format> {
+        match ext {
+            "toml" => Some(Format::Toml),
+            "yaml" | "yml" => Some(Format::Yaml),
+            "json" => Some(Format::Json),
+            _ => None,
+        }
+    }
+}
+
+/// Where to look for configuration. Filled by the CLI from its flags and environment; the
+/// library never reads the environment itself.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// `-c FILE`: load only this file (and what it extends).
+    pub explicit: Option<PathBuf>,
+    /// The directory the command runs in; the project is searched from here upwards.
+    pub cwd: PathBuf,
+    /// `$HOME`, for `~` in paths and the default `$XDG_CONFIG_HOME`.
+    pub home: Option<PathBuf>,
+    /// `$XDG_CONFIG_HOME`; defaults to `home/.config`.
+    pub xdg_config_home: Option<PathBuf>,
+}
+
+/// Settings for commands no rule decides.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Defaults {
+    /// Verdict for a command no rule matches.
+    pub action: Action,
+    /// Sandbox preset for allowed commands whose rule names none.
+    pub sandbox: Option<String>,
+    /// Verdict for a command that cannot be parsed: `Ask` or `Deny`, never `Allow`.
+    pub on_parse_error: Action,
+}
+
+/// One rule as written: an action, a pattern and what goes with it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleSpec {
+    pub action: Action,
+    /// The pattern text, uninterpreted (may contain `<path:NAME>`).
+    pub pattern: String,
+    /// Where the pattern value is.
+    pub location: Location,
+    pub message: Option<String>,
+    pub fix: Option<String>,
+    /// Sandbox preset for commands this rule allows (never set on a deny rule).
+    pub sandbox: Option<String>,
+    /// Environment variables the rule permits as `VAR=value` prefixes.
+    pub env: Vec<String>,
+    /// Example commands and the verdict this rule should give them.
+    pub tests: Vec<(Action, String, Location)>,
+}
+
+/// A named sandbox profile, with paths resolved and `<path:NAME>` expanded.
+#[derive(Debug, Clone, Serialize)]
+pub struct SandboxPreset {
+    pub name: String,
+    pub write_allow: Vec<String>,
+    pub write_deny: Vec<String>,
+    pub read_deny: Vec<String>,
+    pub network_allow: bool,
+    pub network_hosts: Vec<String>,
+    pub env_keep: Vec<String>,
+    /// Where the preset is defined (its name).
+    pub location: Location,
+}
+
+/// A whole-policy test: this command should get this verdict.
+#[derive(Debug, Clone, Serialize)]
+pub struct TestCase {
+    pub command: String,
+    pub expect: Action,
+    pub cwd: Option<String>,
+    pub location: Location,
+}
+
+/// The merged, validated configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    pub defaults: Defaults,
+    /// Named path sets, resolved to absolute paths (globs kept).
+    pub paths: BTreeMap<String, Vec<String>>,
+    /// Rules in load order: extended files first, then the file itself; layers in order.
+    pub rules: Vec<RuleSpec>,
+    pub sandboxes: BTreeMap<String, SandboxPreset>,
+    pub tests: Vec<TestCase>,
+    /// Display names of the files loaded, in order (`pinfold:NAME` for embedded presets).
+    pub sources: Vec<String>,
+    /// Relative paths in every layer resolve against this directory.
+    pub project_root: PathBuf,
+    pub home: Option<PathBuf>,
+}
+
+/// Names of the embedded presets, usable as `extends = ["pinfold:NAME"]`.
+pub const EMBEDDED_PRESETS: &[&str] = &["default", "recommended"];
+
+/// The text of an embedded preset (`recommended` for `pinfold:recommended`).
+pub fn embedded_preset(name: &str) -> Option<&'static str> {
+    match name {
+        "default" => Some(include_str!("../../presets/default.toml")),
+        "recommended" => Some(include_str!("../../presets/recommended.toml")),
+        _ => None,
+    }
+}

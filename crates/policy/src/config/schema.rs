@@ -1,0 +1,237 @@
+//! The JSON Schema of a policy file, for editors and `pinfold config schema`.
+//!
+//! These types exist only to describe the format; loading goes through `decode`. A test below
+//! checks that both agree on the keys of every table.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+
+use super::Action;
+
+/// A pinfold policy: rules that allow, ask about or deny shell commands, and the sandbox
+/// presets allowed commands run in.
+#[derive(JsonSchema)]
+#[schemars(title = "pinfold policy", deny_unknown_fields)]
+#[allow(dead_code)]
+struct PolicyFile {
+    /// URL or path of this schema, for editors; ignored by pinfold.
+    #[serde(rename = "$schema", default)]
+    schema: String,
+    /// Policies loaded before this one: `pinfold:NAME` for an embedded preset, or a path
+    /// relative to this file.
+    #[serde(default)]
+    extends: Vec<String>,
+    #[serde(default)]
+    defaults: DefaultsFile,
+    /// Named lists of paths or globs, used as `<path:NAME>` in sandbox lists and patterns.
+    #[serde(default)]
+    paths: BTreeMap<String, Vec<String>>,
+    /// Rules, in order.
+    #[serde(default)]
+    rules: Vec<RuleFile>,
+    /// Named sandbox presets.
+    #[serde(default)]
+    sandbox: BTreeMap<String, SandboxFile>,
+    /// Commands and the verdict the whole policy should give them.
+    #[serde(default)]
+    tests: Vec<TestFile>,
+}
+
+/// Settings for commands no rule decides.
+#[derive(JsonSchema, Default)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+struct DefaultsFile {
+    /// Verdict for commands no rule matches (default `ask`).
+    #[serde(default)]
+    action: Option<Action>,
+    /// Sandbox preset for allowed commands whose rule names none (default `workspace` when
+    /// that preset exists).
+    #[serde(default)]
+    sandbox: Option<String>,
+    /// Verdict for commands that cannot be parsed: `ask` (default) or `deny`.
+    #[serde(default)]
+    on_parse_error: Option<OnParseError>,
+}
+
+#[derive(JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum OnParseError {
+    Ask,
+    Deny,
+}
+
+/// A rule: exactly one of `allow`, `ask`, `deny`, whose value is the pattern.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields, extend("oneOf" = [
+    {"required": ["allow"]}, {"required": ["ask"]}, {"required": ["deny"]}
+]))]
+#[allow(dead_code)]
+struct RuleFile {
+    /// Pattern of commands to allow.
+    #[serde(default)]
+    #[schemars(length(min = 1))]
+    allow: String,
+    /// Pattern of commands to ask about.
+    #[serde(default)]
+    #[schemars(length(min = 1))]
+    ask: String,
+    /// Pattern of commands to deny.
+    #[serde(default)]
+    #[schemars(length(min = 1))]
+    deny: String,
+    /// Shown when the rule applies.
+    #[serde(default)]
+    message: String,
+    /// Suggested alternative, shown with a denial.
+    #[serde(default)]
+    fix: String,
+    /// Sandbox preset for commands this rule allows (not on deny rules).
+    #[serde(default)]
+    sandbox: String,
+    /// Environment variables this rule permits as `VAR=value` prefixes.
+    #[serde(default)]
+    env: Vec<String>,
+    /// Example commands and the verdict this rule should give.
+    #[serde(default)]
+    tests: RuleTestsFile,
+}
+
+#[derive(JsonSchema, Default)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+struct RuleTestsFile {
+    #[serde(default)]
+    allow: Vec<String>,
+    #[serde(default)]
+    ask: Vec<String>,
+    #[serde(default)]
+    deny: Vec<String>,
+}
+
+/// A sandbox preset. Paths: relative to the project root, `~/…` from home, globs allowed,
+/// `<path:NAME>` for a path set.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+struct SandboxFile {
+    #[serde(default)]
+    fs: FsFile,
+    #[serde(default)]
+    network: NetworkFile,
+    #[serde(default)]
+    env: EnvFile,
+}
+
+#[derive(JsonSchema, Default)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+struct FsFile {
+    #[serde(default)]
+    write: FsWriteFile,
+    #[serde(default)]
+    read: FsReadFile,
+}
+
+#[derive(JsonSchema, Default)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+struct FsWriteFile {
+    /// Writable paths.
+    #[serde(default)]
+    allow: Vec<String>,
+    /// Paths kept read-only even inside writable ones.
+    #[serde(default)]
+    deny: Vec<String>,
+}
+
+#[derive(JsonSchema, Default)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+struct FsReadFile {
+    /// Paths that cannot be read.
+    #[serde(default)]
+    deny: Vec<String>,
+}
+
+#[derive(JsonSchema, Default)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+struct NetworkFile {
+    /// Whether the sandboxed command may use the network (default false).
+    #[serde(default)]
+    allow: bool,
+    /// Hosts reachable through the egress proxy (later).
+    #[serde(default)]
+    hosts: Vec<String>,
+}
+
+#[derive(JsonSchema, Default)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+struct EnvFile {
+    /// Environment variables passed into the sandbox.
+    #[serde(default)]
+    keep: Vec<String>,
+}
+
+/// A command and the verdict the policy should give it.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+struct TestFile {
+    command: String,
+    expect: Action,
+    /// Working directory to judge the command in.
+    #[serde(default)]
+    cwd: Option<String>,
+}
+
+/// The JSON Schema (draft 2020-12) of a policy file.
+pub fn json_schema() -> serde_json::Value {
+    schemars::schema_for!(PolicyFile).to_value()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::decode::*;
+    use super::*;
+
+    fn keys(schema: &serde_json::Value) -> Vec<String> {
+        let mut k: Vec<String> = schema["properties"].as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    }
+
+    fn sorted(k: &[&str]) -> Vec<String> {
+        let mut k: Vec<String> = k.iter().map(|s| s.to_string()).collect();
+        k.sort();
+        k
+    }
+
+    #[test]
+    fn schema_and_decoder_agree_on_keys() {
+        let s = json_schema();
+        let def = |name: &str| s["$defs"][name].clone();
+        assert_eq!(keys(&s), sorted(TOP_KEYS));
+        for (name, known) in [
+            ("DefaultsFile", DEFAULTS_KEYS),
+            ("RuleFile", RULE_KEYS),
+            ("RuleTestsFile", RULE_TESTS_KEYS),
+            ("SandboxFile", PRESET_KEYS),
+            ("FsFile", FS_KEYS),
+            ("FsWriteFile", FS_WRITE_KEYS),
+            ("FsReadFile", FS_READ_KEYS),
+            ("NetworkFile", NETWORK_KEYS),
+            ("EnvFile", ENV_KEYS),
+            ("TestFile", TEST_KEYS),
+        ] {
+            assert_eq!(keys(&def(name)), sorted(known), "{name}");
+            assert_eq!(def(name)["additionalProperties"], false, "{name}");
+        }
+        assert_eq!(s["additionalProperties"], false);
+        assert_eq!(def("RuleFile")["oneOf"].as_array().unwrap().len(), 3);
+    }
+}
