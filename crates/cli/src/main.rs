@@ -1,1 +1,220 @@
-fn main(){}
+//! `pinfold`: the command line. Thin glue: parse flags, load configuration, call the crates,
+//! map outcomes to exit codes and output. Exit codes are documented in [`exit`].
+
+mod check;
+mod exit;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use pinfold_policy::config::{self, LoadOptions};
+use pinfold_policy::Policy;
+
+/// Let AI agents run shell commands without wrecking the machine.
+///
+/// pinfold parses a command the way bash would, splits it into the simple commands it
+/// would run, and judges each against allow / ask / deny rules. What it cannot parse or
+/// resolve is never allowed.
+#[derive(Debug, Parser)]
+#[command(name = "pinfold", version, max_term_width = 100, after_help = exit::SUMMARY)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Judge a command against the policy: allow, ask or deny, and why.
+    ///
+    /// Give the command as one argument (shell text: `pinfold check -- 'git status && make'`),
+    /// as several arguments (an argv, quoted for the shell: `pinfold check -- rm -rf build`),
+    /// or on standard input.
+    #[command(after_help = exit::CHECK)]
+    Check(CheckArgs),
+    /// Check policy files for mistakes without judging anything.
+    ///
+    /// With FILE, checks that file (and what it extends); otherwise the files pinfold would
+    /// load in the working directory. Prints what was loaded.
+    Validate(FileArgs),
+    /// Run the policy's own tests: each rule's `tests` and every `[[tests]]` case.
+    ///
+    /// Failures name the rule's location, the command, and the verdict it got instead.
+    Test(FileArgs),
+    /// Inspect the configuration format.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the JSON Schema of policy files (TOML, YAML and JSON share it).
+    Schema,
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// Use only this policy file (plus what it extends), not the global and project files.
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Judge as if run in DIR: where the project policy is found and relative paths point.
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Print the verdict as JSON.
+    #[arg(long, conflicts_with = "explain")]
+    json: bool,
+    /// Print every simple command found, its verdict and the rules that matched.
+    #[arg(long)]
+    explain: bool,
+    /// The command: one argument is shell text, several are an argv. Omit to read stdin.
+    #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true)]
+    command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct FileArgs {
+    /// The policy file; default: the files pinfold would load here.
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// The same as FILE, spelled as for `check`.
+    #[arg(short = 'c', long = "config", value_name = "FILE", conflicts_with = "file")]
+    config: Option<PathBuf>,
+    /// Look for policy files as if run in DIR.
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            report(&e);
+            exit::USAGE
+        }
+    };
+    let _ = std::io::stdout().flush();
+    std::process::exit(code);
+}
+
+/// Print an error for a person: headline, causes, hint.
+fn report(e: &anyhow_lite::Error) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "error: {}", e.headline);
+    for c in &e.causes {
+        let _ = writeln!(err, "  caused by: {c}");
+    }
+    if let Some(h) = &e.hint {
+        let _ = writeln!(err, "hint: {h}");
+    }
+}
+
+fn run(cli: Cli) -> Result<i32, anyhow_lite::Error> {
+    match cli.command {
+        Command::Check(args) => check::run(args),
+        Command::Validate(args) => {
+            let file = args.file.or(args.config);
+            let policy = load_policy(file.as_deref(), args.cwd.as_deref(), true)?;
+            let c = policy.config();
+            println!(
+                "ok: {} rules, {} sandbox presets, {} tests, from {}",
+                c.rules.len(),
+                c.sandboxes.len(),
+                policy.test_count(),
+                c.sources.join(", ")
+            );
+            Ok(exit::OK)
+        }
+        Command::Test(args) => {
+            let file = args.file.or(args.config);
+            let policy = load_policy(file.as_deref(), args.cwd.as_deref(), true)?;
+            let failures = policy.run_tests();
+            let total = policy.test_count();
+            for f in &failures {
+                let what = match &f.rule {
+                    Some(p) => format!("rule `{p}`"),
+                    None => "test".to_string(),
+                };
+                println!(
+                    "FAIL {}: {what}: `{}` expected {}, got {}: {}",
+                    f.location, f.command, f.expected, f.got, f.reason
+                );
+            }
+            println!("{} passed, {} failed", total - failures.len(), failures.len());
+            Ok(if failures.is_empty() { exit::OK } else { exit::TEST_FAILED })
+        }
+        Command::Config(ConfigCommand::Schema) => {
+            let schema = config::json_schema();
+            println!("{}", serde_json::to_string_pretty(&schema).expect("a JSON value serialises"));
+            Ok(exit::OK)
+        }
+    }
+}
+
+/// Load and compile the policy: `file` alone (as `-c` or `validate FILE`), or the layers
+/// found from `cwd`.
+pub(crate) fn load_policy(
+    file: Option<&std::path::Path>,
+    cwd: Option<&std::path::Path>,
+    _strict: bool,
+) -> Result<Policy, anyhow_lite::Error> {
+    let cwd = match cwd {
+        Some(d) => absolute(d)?,
+        None => std::env::current_dir().map_err(|e| anyhow_lite::Error::new("cannot read the working directory").cause(e))?,
+    };
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let xdg = std::env::var_os("XDG_CONFIG_HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let opts = LoadOptions { explicit: file.map(PathBuf::from), cwd, home, xdg_config_home: xdg };
+    let config = config::load(&opts).map_err(anyhow_lite::Error::config)?;
+    Policy::new(config).map_err(|e| anyhow_lite::Error::new(e.to_string()))
+}
+
+fn absolute(d: &std::path::Path) -> Result<PathBuf, anyhow_lite::Error> {
+    let p = std::path::absolute(d).map_err(|e| anyhow_lite::Error::new(format!("bad directory {}", d.display())).cause(e))?;
+    if !p.is_dir() {
+        return Err(anyhow_lite::Error::new(format!("{} is not a directory", p.display()))
+            .hint("give --cwd an existing directory"));
+    }
+    Ok(p)
+}
+
+/// A small error type for the CLI: headline, causes, hint.
+mod anyhow_lite {
+    #[derive(Debug)]
+    pub struct Error {
+        pub headline: String,
+        pub causes: Vec<String>,
+        pub hint: Option<String>,
+    }
+
+    impl Error {
+        pub fn new(h: impl Into<String>) -> Error {
+            let h: String = h.into();
+            // Messages that carry their own `hint:` line keep it separate.
+            match h.split_once("\nhint: ") {
+                Some((head, hint)) => Error { headline: head.to_string(), causes: Vec::new(), hint: Some(hint.to_string()) },
+                None => Error { headline: h, causes: Vec::new(), hint: None },
+            }
+        }
+
+        pub fn cause(mut self, e: impl std::fmt::Display) -> Error {
+            self.causes.push(e.to_string());
+            self
+        }
+
+        pub fn hint(mut self, h: impl Into<String>) -> Error {
+            self.hint = Some(h.into());
+            self
+        }
+
+        pub fn config(e: pinfold_policy::config::ConfigError) -> Error {
+            let mut out = Error::new(e.to_string());
+            let mut src = std::error::Error::source(&e);
+            while let Some(s) = src {
+                out.causes.push(s.to_string());
+                src = s.source();
+            }
+            out
+        }
+    }
+}

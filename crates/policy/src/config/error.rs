@@ -112,18 +112,24 @@ impl ConfigError {
     }
 }
 
-/// Levenshtein distance, case-insensitive, for "did you mean" hints.
+/// Edit distance counting a swap of two neighbours as one edit (optimal string alignment),
+/// case-insensitive, for "did you mean" hints.
 pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().flat_map(char::to_lowercase).collect();
     let b: Vec<char> = b.chars().flat_map(char::to_lowercase).collect();
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     let mut cur = vec![0; b.len() + 1];
-    for (i, ca) in a.iter().enumerate() {
+    for i in 0..a.len() {
         cur[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        for j in 0..b.len() {
+            let mut d = (prev[j] + usize::from(a[i] != b[j])).min(prev[j + 1] + 1).min(cur[j] + 1);
+            if i > 0 && j > 0 && a[i] == b[j - 1] && a[i - 1] == b[j] {
+                d = d.min(before[j - 1] + 1);
+            }
+            cur[j + 1] = d;
         }
+        std::mem::swap(&mut before, &mut prev);
         std::mem::swap(&mut prev, &mut cur);
     }
     prev[b.len()]
@@ -131,7 +137,7 @@ pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
 
 /// The closest candidate to `word`, if it is close enough to be a likely typo.
 pub(crate) fn suggest<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<&'c str> {
-    let limit = (word.chars().count() / 3).max(1).min(3);
+    let limit = (word.chars().count() / 3).clamp(1, 3);
     candidates
         .into_iter()
         .map(|c| (edit_distance(word, c), c))
@@ -155,6 +161,8 @@ mod tests {
         assert_eq!(edit_distance("kitten", "sitting"), 3);
         assert_eq!(edit_distance("", "abc"), 3);
         assert_eq!(edit_distance("Allow", "allow"), 0);
+        assert_eq!(edit_distance("dney", "deny"), 1);
+        assert_eq!(edit_distance("ca", "abc"), 3);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 
 use std::borrow::Cow;
 
-use super::node::{Entry, LineIndex, MAX_DEPTH, Node, Pos, SyntaxError, Value};
+use super::node::{Entry, LineIndex, MAX_DEPTH, Node, SyntaxError, Value};
 
 pub(crate) fn parse_json(text: &str) -> Result<Node<'_>, SyntaxError> {
     let mut p = Parser { text, bytes: text.as_bytes(), at: 0, index: LineIndex::new(text) };
@@ -196,6 +196,7 @@ fn strip_position(message: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::node::Pos;
 
     fn table(n: Node<'_>) -> Vec<Entry<'_>> {
         match n.value {
@@ -218,7 +219,7 @@ mod tests {
     fn errors() {
         for (text, line, col, msg) in [
             ("{\"a\": 1, \"a\": 2}", 1, 10, "duplicate key `a`"),
-            ("{\"a\" 1}", 1, 5, "expected `:` after the key"),
+            ("{\"a\" 1}", 1, 6, "expected `:` after the key"),
             ("{\"a\": tru}", 1, 7, "expected a JSON value"),
             ("{\"a\": \"x}", 1, 7, "unterminated string"),
             ("{}\n x", 2, 2, "trailing characters after the JSON value"),

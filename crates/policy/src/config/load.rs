@@ -23,10 +23,10 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
     let mut loader = Loader::new(opts, project.as_deref());
 
     let config_home = opts.xdg_config_home.clone().or_else(|| opts.home.as_ref().map(|h| h.join(".config")));
-    if let Some(dir) = config_home {
-        if let Some(global) = find_one(&dir.join("pinfold"), "config")? {
-            loader.load_path(&global, None)?;
-        }
+    if let Some(dir) = config_home
+        && let Some(global) = find_one(&dir.join("pinfold"), "config")?
+    {
+        loader.load_path(&global, None)?;
     }
     if let Some(project) = &project {
         loader.load_path(project, None)?;
@@ -223,7 +223,7 @@ impl<'o> Loader<'o> {
             };
             let path = match (target.strip_prefix("~/"), &self.opts.home) {
                 (Some(rest), Some(home)) => home.join(rest),
-                _ => base.join(target),
+                _ => normalize(&base.join(target)),
             };
             self.load_path(&path, Some(location))?;
         }
@@ -330,6 +330,22 @@ impl<'o> Loader<'o> {
     }
 }
 
+/// `a/./b/../c` to `a/c`, lexically (for naming files to read, not for sandbox paths).
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir if matches!(out.components().next_back(), Some(Component::Normal(_))) => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 fn undefined(what: &str, name: &str, defined: &[&str], location: &Location, key_path: &str) -> ConfigError {
     let hint = did_you_mean(name, defined.iter().copied()).or_else(|| {
         Some(if defined.is_empty() {
@@ -380,7 +396,7 @@ pub(crate) fn resolve_path(text: &str, root: &Path, home: Option<&Path>) -> Resu
     };
     let base_text = base.map(|b| b.to_string_lossy());
     let mut out = String::with_capacity(base_text.as_ref().map_or(0, |b| b.len()) + rest.len() + 1);
-    let absolute = base_text.as_deref().map_or(true, |b| b.starts_with('/'));
+    let absolute = base_text.as_deref().is_none_or(|b| b.starts_with('/'));
     let segments = base_text.as_deref().unwrap_or("").split('/').chain(rest.split('/'));
     for seg in segments {
         if seg.is_empty() || seg == "." {

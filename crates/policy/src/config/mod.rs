@@ -60,6 +60,8 @@ mod json;
 mod load;
 mod node;
 mod schema;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

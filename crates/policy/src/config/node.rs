@@ -110,10 +110,10 @@ pub(crate) fn parse_toml(text: &str) -> Result<Node<'_>, SyntaxError> {
         let span = e.span();
         let pos = span.as_ref().map_or(Pos::START, |s| index.pos(s.start));
         let mut message = e.message().trim_end().to_string();
-        if message == "duplicate key" {
-            if let Some(key) = span.and_then(|s| text.get(s)) {
-                message = format!("duplicate key `{}`", key.trim_matches(['"', '\'']));
-            }
+        if message == "duplicate key"
+            && let Some(key) = span.and_then(|s| text.get(s))
+        {
+            message = format!("duplicate key `{}`", key.trim_matches(['"', '\'']));
         }
         SyntaxError { pos, message }
     })?;

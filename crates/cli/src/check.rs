@@ -1,0 +1,187 @@
+//! `pinfold check`: judge a command and print the verdict.
+
+use std::io::{Read, Write};
+
+use pinfold_policy::config::Action;
+use pinfold_policy::Judgement;
+use serde::Serialize;
+
+use crate::anyhow_lite::Error;
+use crate::exit;
+use crate::CheckArgs;
+
+pub fn run(args: CheckArgs) -> Result<i32, Error> {
+    let text = match args.command.len() {
+        0 => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .map_err(|e| Error::new("cannot read the command from standard input").cause(e))?;
+            s
+        }
+        1 => args.command[0].clone(),
+        _ => pinfold_shell::join(&args.command),
+    };
+    let policy = crate::load_policy(args.config.as_deref(), args.cwd.as_deref(), true)?;
+    let cwd = match &args.cwd {
+        Some(d) => crate::absolute(d)?,
+        None => std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?,
+    };
+    let j = policy.judge(&text, &cwd);
+    let mut out = std::io::stdout().lock();
+    let written = if args.json {
+        serde_json::to_writer(&mut out, &JsonJudgement::from(&j))
+            .map_err(std::io::Error::from)
+            .and_then(|()| writeln!(out))
+    } else if args.explain {
+        explain(&mut out, &j)
+    } else {
+        writeln!(out, "{}: {}", j.decision, j.reason)
+    };
+    written.map_err(|e| Error::new("cannot write the verdict").cause(e))?;
+    Ok(code(j.decision))
+}
+
+fn code(a: Action) -> i32 {
+    match a {
+        Action::Allow => exit::OK,
+        Action::Ask => exit::ASK,
+        Action::Deny => exit::DENY,
+    }
+}
+
+/// The `--json` shape, exactly as documented.
+#[derive(Serialize)]
+struct JsonJudgement<'a> {
+    decision: Action,
+    reason: &'a str,
+    commands: Vec<JsonCommand<'a>>,
+    sandbox: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct JsonCommand<'a> {
+    text: &'a str,
+    start: usize,
+    end: usize,
+    decision: Action,
+    rules: Vec<JsonRule<'a>>,
+    sandbox: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct JsonRule<'a> {
+    action: Action,
+    pattern: &'a str,
+    source: String,
+}
+
+impl<'a> From<&'a Judgement> for JsonJudgement<'a> {
+    fn from(j: &'a Judgement) -> Self {
+        JsonJudgement {
+            decision: j.decision,
+            reason: &j.reason,
+            commands: j
+                .commands
+                .iter()
+                .map(|c| JsonCommand {
+                    text: &c.text,
+                    start: c.span.start,
+                    end: c.span.end,
+                    decision: c.decision,
+                    rules: c
+                        .rules
+                        .iter()
+                        .map(|r| JsonRule {
+                            action: r.action,
+                            pattern: &r.pattern,
+                            source: format!("{}:{}", r.source.file, r.source.line),
+                        })
+                        .collect(),
+                    sandbox: c.sandbox.as_deref(),
+                })
+                .collect(),
+            sandbox: j.sandbox.as_deref(),
+        }
+    }
+}
+
+/// The tree for a person: each simple command, indented under the command it sits in.
+fn explain(out: &mut impl Write, j: &Judgement) -> std::io::Result<()> {
+    writeln!(out, "{}: {}", j.decision, j.reason)?;
+    if let Some(e) = &j.parse_error {
+        writeln!(out, "  parse error: {e}")?;
+    }
+    let Some(tree) = &j.tree else { return Ok(()) };
+    for (i, (c, v)) in tree.commands.iter().zip(&j.commands).enumerate() {
+        let mut depth = 1;
+        let mut p = c.parent;
+        while let Some(pi) = p {
+            depth += 1;
+            p = tree.commands.get(pi).and_then(|x| x.parent);
+            if depth > 64 {
+                break;
+            }
+        }
+        let indent = "  ".repeat(depth);
+        let ctx: Vec<String> = c.context.iter().map(context_name).collect();
+        let via = if c.wrappers.is_empty() { String::new() } else { format!(" via {}", c.wrappers.join(" > ")) };
+        writeln!(
+            out,
+            "{indent}[{i}] {:<5} {}  (bytes {}..{}{}{})",
+            v.decision.as_str(),
+            pinfold_shell::join(&v.argv),
+            c.span.start,
+            c.span.end,
+            if ctx.is_empty() { String::new() } else { format!(", in {}", ctx.join(" > ")) },
+            via,
+        )?;
+        writeln!(out, "{indent}      {}", v.reason)?;
+        for r in &v.rules {
+            writeln!(
+                out,
+                "{indent}      matched {} `{}` at {}{}",
+                r.action,
+                r.pattern,
+                r.source,
+                if r.through_dynamic { " (through a dynamic argument)" } else { "" }
+            )?;
+        }
+        if let Some(m) = &v.message {
+            writeln!(out, "{indent}      message: {m}")?;
+        }
+        if let Some(f) = &v.fix {
+            writeln!(out, "{indent}      fix: {f}")?;
+        }
+        if let Some(s) = &v.sandbox {
+            writeln!(out, "{indent}      sandbox: {s}")?;
+        }
+    }
+    Ok(())
+}
+
+fn context_name(c: &pinfold_shell::Context) -> String {
+    use pinfold_shell::Context as C;
+    match c {
+        C::Pipeline => "pipeline".into(),
+        C::AndOr => "&&/|| list".into(),
+        C::Background => "background".into(),
+        C::Negated => "!".into(),
+        C::Subshell => "( )".into(),
+        C::Group => "{ }".into(),
+        C::If => "if".into(),
+        C::While => "while".into(),
+        C::Until => "until".into(),
+        C::For => "for".into(),
+        C::Case => "case".into(),
+        C::Function(n) => format!("function {n}"),
+        C::CommandSubstitution => "$( )".into(),
+        C::Backticks => "` `".into(),
+        C::ProcessSubstitutionIn => "<( )".into(),
+        C::ProcessSubstitutionOut => ">( )".into(),
+        C::Arithmetic => "$(( ))".into(),
+        C::Heredoc => "heredoc".into(),
+        C::ShellString(w) => format!("{w} string"),
+        C::Wrapper(w) => format!("run by {w}"),
+    }
+}

@@ -1,0 +1,683 @@
+//! End-to-end tests of loading: validation messages, formats, layers, extends, paths.
+
+use std::path::{Path, PathBuf};
+
+use super::load::resolve_path;
+use super::*;
+
+fn opts(cwd: &Path) -> LoadOptions {
+    LoadOptions { explicit: None, cwd: cwd.to_path_buf(), home: Some("/home/me".into()), xdg_config_home: None }
+}
+
+fn toml(text: &str) -> Result<Config, ConfigError> {
+    load_str("pinfold.toml", text, Format::Toml, &opts(Path::new("/proj")))
+}
+
+/// (line, col, message, hint) of an `Invalid` error.
+fn invalid(r: Result<Config, ConfigError>) -> (u32, u32, String, Option<String>) {
+    match r {
+        Err(ConfigError::Invalid { location, message, hint, .. }) => (location.line, location.col, message, hint),
+        other => panic!("expected an Invalid error, got {other:?}"),
+    }
+}
+
+fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn patterns(c: &Config) -> Vec<&str> {
+    c.rules.iter().map(|r| r.pattern.as_str()).collect()
+}
+
+// --- validation -------------------------------------------------------------------------------
+
+#[test]
+fn unknown_key_in_rule_with_hint() {
+    let (l, c, m, h) = invalid(toml("[[rules]]\nallow = 'ls'\n\n[[rules]]\n  alow = 'x'\n"));
+    assert_eq!((l, c), (5, 3));
+    assert_eq!(m, "unknown key `alow` in [[rules]]");
+    assert_eq!(h.as_deref(), Some("did you mean `allow`?"));
+}
+
+#[test]
+fn unknown_key_without_close_match_lists_the_keys() {
+    let (l, c, m, h) = invalid(toml("[defaults]\nzzz = 1\n"));
+    assert_eq!((l, c, m.as_str()), (2, 1, "unknown key `zzz` in [defaults]"));
+    assert_eq!(h.as_deref(), Some("expected one of `action`, `sandbox`, `on_parse_error`"));
+}
+
+#[test]
+fn unknown_key_deep_in_a_sandbox() {
+    let (l, c, m, h) = invalid(toml("[sandbox.w]\nfs.wrte.allow = ['.']\n"));
+    assert_eq!((l, c, m.as_str()), (2, 4, "unknown key `wrte` in [sandbox.w.fs]"));
+    assert_eq!(h.as_deref(), Some("did you mean `write`?"));
+    let err = toml("[sandbox.w]\nfs.wrte.allow = ['.']\n").unwrap_err();
+    assert_eq!(err.key_path(), Some("sandbox.w.fs.wrte"));
+}
+
+#[test]
+fn wrong_types() {
+    let (l, c, m, _) = invalid(toml("[sandbox.w]\nnetwork.allow = 'yes'\n"));
+    assert_eq!((l, c, m.as_str()), (2, 17, "expected a boolean (true or false), found a string"));
+    let (l, c, m, _) = invalid(toml("rules = 3\n"));
+    assert_eq!((l, c, m.as_str()), (1, 9, "expected an array, found an integer"));
+    let (l, c, m, _) = invalid(toml("[[rules]]\nallow = ['ls']\n"));
+    assert_eq!((l, c, m.as_str()), (2, 9, "expected a string, found an array"));
+}
+
+#[test]
+fn duplicate_keys_keep_the_parsers_location() {
+    let (l, c, m, _) = invalid(toml("[defaults]\naction = 'ask'\naction = 'deny'\n"));
+    assert_eq!((l, c, m.as_str()), (3, 1, "duplicate key `action`"));
+    let yaml = load_str("p.yaml", "defaults:\n  action: ask\n  action: deny\n", Format::Yaml, &opts(Path::new("/p")));
+    let (l, c, m, _) = invalid(yaml);
+    assert_eq!((l, c), (3, 3));
+    assert!(m.starts_with("duplicate mapping key: action"), "{m}");
+    let json = load_str("p.json", "{\"tests\": [],\n \"tests\": []}", Format::Json, &opts(Path::new("/p")));
+    assert_eq!(invalid(json), (2, 2, "duplicate key `tests`".into(), None));
+}
+
+#[test]
+fn rule_with_two_actions_or_none() {
+    let (l, c, m, h) = invalid(toml("[[rules]]\nallow = 'ls'\ndeny = 'ls -R'\n"));
+    assert_eq!((l, c), (3, 1));
+    assert_eq!(m, "a rule has exactly one action, but this one has both `allow` and `deny`");
+    assert_eq!(h.as_deref(), Some("split it into two rules"));
+    let (l, c, m, _) = invalid(toml("[[rules]]\nallow = 'ls'\n\n[[rules]]\nmessage = 'hi'\n"));
+    assert_eq!((l, c), (4, 1));
+    assert!(m.starts_with("a rule needs an action"), "{m}");
+}
+
+#[test]
+fn sandbox_on_deny_rule() {
+    let (l, c, m, h) = invalid(toml("[[rules]]\ndeny = 'rm *'\nsandbox = 'workspace'\n"));
+    assert_eq!((l, c), (3, 1));
+    assert_eq!(m, "`sandbox` on a deny rule: denied commands never run");
+    assert!(h.is_some());
+}
+
+#[test]
+fn undefined_sandbox_presets() {
+    let text = "[[rules]]\nallow = 'make'\nsandbox = 'workspce'\n\n[sandbox.workspace]\n";
+    let (l, c, m, h) = invalid(toml(text));
+    assert_eq!((l, c, m.as_str()), (3, 11, "undefined sandbox preset `workspce`"));
+    assert_eq!(h.as_deref(), Some("did you mean `workspace`?"));
+    let (l, c, m, h) = invalid(toml("[defaults]\nsandbox = 'box'\n"));
+    assert_eq!((l, c, m.as_str()), (2, 11, "undefined sandbox preset `box`"));
+    assert_eq!(h.as_deref(), Some("no sandbox presets are defined"));
+}
+
+#[test]
+fn undefined_path_sets() {
+    let text = "[paths]\nsecrets = ['~/.ssh']\n[sandbox.w]\nfs.read.deny = ['a', '<path:secret>']\n";
+    let (l, c, m, h) = invalid(toml(text));
+    assert_eq!((l, c, m.as_str()), (4, 22, "undefined path set `secret`"));
+    assert_eq!(h.as_deref(), Some("did you mean `secrets`?"));
+    let text = "[[rules]]\ndeny = 'cat <path:keys> *'\n";
+    let (l, c, m, _) = invalid(toml(text));
+    assert_eq!((l, c, m.as_str()), (2, 8, "undefined path set `keys`"));
+    let (l, c, m, _) = invalid(toml("[[rules]]\ndeny = 'cat <path:keys *'\n"));
+    assert_eq!((l, c), (2, 8));
+    assert!(m.starts_with("unterminated `<path:`"), "{m}");
+    let (_, _, m, _) = invalid(toml("[sandbox.w]\nfs.read.deny = ['<path:a>/x']\n"));
+    assert_eq!(m, "`<path:NAME>` must be a whole entry, found `<path:a>/x`");
+}
+
+#[test]
+fn on_parse_error_cannot_be_allow() {
+    let (l, c, m, h) = invalid(toml("[defaults]\non_parse_error = \"allow\"\n"));
+    assert_eq!((l, c, m.as_str()), (2, 18, "`on_parse_error` cannot be `allow`"));
+    assert!(h.unwrap().contains("`ask` or `deny`"));
+}
+
+#[test]
+fn invalid_action_value_with_hint() {
+    let (l, c, m, h) = invalid(toml("[defaults]\naction = 'dney'\n"));
+    assert_eq!((l, c, m.as_str()), (2, 10, "invalid action `dney`: expected `allow`, `ask` or `deny`"));
+    assert_eq!(h.as_deref(), Some("did you mean `deny`?"));
+}
+
+#[test]
+fn empty_pattern() {
+    let (l, c, m, _) = invalid(toml("[[rules]]\nask = '  '\n"));
+    assert_eq!((l, c, m.as_str()), (2, 7, "empty pattern"));
+}
+
+#[test]
+fn bad_names() {
+    let (_, _, m, _) = invalid(toml("[[rules]]\nallow = 'x'\nenv = ['GIT PAGER']\n"));
+    assert_eq!(m, "`GIT PAGER` is not an environment variable name");
+    let (_, _, m, _) = invalid(toml("[sandbox.'a b']\n"));
+    assert_eq!(m, "invalid sandbox preset name `a b`");
+    let (_, _, m, _) = invalid(toml("[[tests]]\ncommand = 'ls'\n"));
+    assert_eq!(m, "test is missing `expect`");
+}
+
+#[test]
+fn syntax_errors_have_positions() {
+    let (l, c, m, _) = invalid(toml("[[rules]]\nallow = 'x\n"));
+    assert_eq!((l, c), (2, 11), "{m}");
+    let r = load_str("p.yaml", "rules:\n  - allow: [x\n", Format::Yaml, &opts(Path::new("/p")));
+    let (l, _, m, _) = invalid(r);
+    assert_eq!(l, 2, "{m}");
+    assert!(!m.contains("at line"), "{m}");
+    let r = load_str("p.json", "{\"rules\": [}", Format::Json, &opts(Path::new("/p")));
+    assert_eq!(invalid(r).0, 1);
+}
+
+#[test]
+fn display_of_errors() {
+    let err = toml("[[rules]]\nalow = 'x'\n").unwrap_err();
+    assert_eq!(err.to_string(), "pinfold.toml:2:1: unknown key `alow` in [[rules]]\nhint: did you mean `allow`?");
+    assert_eq!(err.location().unwrap().to_string(), "pinfold.toml:2:1");
+    assert_eq!(err.hint(), Some("did you mean `allow`?"));
+}
+
+// --- formats -----------------------------------------------------------------------------------
+
+const TOML_POLICY: &str = r#"
+[defaults]
+action = "deny"
+
+[paths]
+secrets = ["~/.ssh", ".env*"]
+
+[[rules]]
+allow = "git status *"
+env = ["GIT_PAGER"]
+tests = { allow = ["git status"] }
+
+[[rules]]
+ask = "git push *"
+sandbox = "workspace"
+
+[sandbox.workspace]
+fs.write.allow = ["."]
+fs.read.deny = ["<path:secrets>"]
+network.hosts = ["crates.io"]
+env.keep = ["CARGO_HOME"]
+
+[[tests]]
+command = "git status"
+expect = "allow"
+cwd = "sub"
+"#;
+
+const YAML_POLICY: &str = r#"
+defaults:
+  action: deny
+paths:
+  secrets: ["~/.ssh", ".env*"]
+rules:
+  - allow: git status *
+    env: [GIT_PAGER]
+    tests: {allow: ["git status"]}
+  - ask: git push *
+    sandbox: workspace
+sandbox:
+  workspace:
+    fs: {write: {allow: ['.']}, read: {deny: ["<path:secrets>"]}}
+    network: {hosts: [crates.io]}
+    env: {keep: [CARGO_HOME]}
+tests:
+  - command: git status
+    expect: allow
+    cwd: sub
+"#;
+
+const JSON_POLICY: &str = r#"{
+  "$schema": "https://example.invalid/pinfold.schema.json",
+  "defaults": {"action": "deny"},
+  "paths": {"secrets": ["~/.ssh", ".env*"]},
+  "rules": [
+    {"allow": "git status *", "env": ["GIT_PAGER"], "tests": {"allow": ["git status"]}},
+    {"ask": "git push *", "sandbox": "workspace"}
+  ],
+  "sandbox": {"workspace": {
+    "fs": {"write": {"allow": ["."]}, "read": {"deny": ["<path:secrets>"]}},
+    "network": {"hosts": ["crates.io"]},
+    "env": {"keep": ["CARGO_HOME"]}
+  }},
+  "tests": [{"command": "git status", "expect": "allow", "cwd": "sub"}]
+}"#;
+
+/// The configuration without locations, to compare formats.
+fn shape(c: &Config) -> serde_json::Value {
+    let mut v = serde_json::to_value(c).unwrap();
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.remove("location");
+                m.remove("sources");
+                m.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(a) => {
+                // rule tests are (action, command, location) triples
+                if a.len() == 3 && a[2].get("line").is_some() {
+                    a.pop();
+                }
+                a.iter_mut().for_each(strip);
+            }
+            _ => {}
+        }
+    }
+    strip(&mut v);
+    v
+}
+
+#[test]
+fn toml_yaml_and_json_give_the_same_config() {
+    let o = opts(Path::new("/proj"));
+    let t = load_str("p.toml", TOML_POLICY, Format::Toml, &o).unwrap();
+    let y = load_str("p.yaml", YAML_POLICY, Format::Yaml, &o).unwrap();
+    let j = load_str("p.json", JSON_POLICY, Format::Json, &o).unwrap();
+    assert_eq!(shape(&t), shape(&y));
+    assert_eq!(shape(&t), shape(&j));
+
+    assert_eq!(t.defaults, Defaults { action: Action::Deny, sandbox: Some("workspace".into()), on_parse_error: Action::Ask });
+    assert_eq!(t.paths["secrets"], ["/home/me/.ssh", "/proj/.env*"]);
+    let w = &t.sandboxes["workspace"];
+    assert_eq!(w.write_allow, ["/proj"]);
+    assert_eq!(w.read_deny, ["/home/me/.ssh", "/proj/.env*"]);
+    assert_eq!((w.network_allow, w.network_hosts.as_slice(), w.env_keep.as_slice()), (false, &["crates.io".to_string()][..], &["CARGO_HOME".to_string()][..]));
+    assert_eq!(t.rules[0].env, ["GIT_PAGER"]);
+    assert_eq!(t.rules[0].tests[0].0, Action::Allow);
+    assert_eq!(t.tests[0].cwd.as_deref(), Some("sub"));
+
+    // Locations point at the pattern values in each format.
+    assert_eq!(t.rules[1].location.to_string(), "p.toml:14:7");
+    assert_eq!(y.rules[1].location.to_string(), "p.yaml:10:10");
+    assert_eq!(j.rules[1].location.to_string(), "p.json:7:13");
+    assert_eq!(j.rules[0].tests[0].2.to_string(), "p.json:6:73");
+    assert_eq!(y.sandboxes["workspace"].location.to_string(), "p.yaml:13:3");
+}
+
+#[test]
+fn json_semantic_errors_point_at_the_key() {
+    let text = "{\n  \"rules\": [\n    {\"allow\": \"ls\", \"sandbx\": \"w\"}\n  ]\n}";
+    let r = load_str("p.json", text, Format::Json, &opts(Path::new("/p")));
+    let (l, c, m, h) = invalid(r);
+    assert_eq!((l, c, m.as_str()), (3, 21, "unknown key `sandbx` in [[rules]]"));
+    assert_eq!(h.as_deref(), Some("did you mean `sandbox`?"));
+}
+
+#[test]
+fn yaml_semantic_errors_point_at_the_key() {
+    let r = load_str("p.yml", "rules:\n  - deny: rm *\n    sandbox: w\n", Format::Yaml, &opts(Path::new("/p")));
+    let (l, c, m, _) = invalid(r);
+    assert_eq!((l, c, m.as_str()), (3, 5, "`sandbox` on a deny rule: denied commands never run"));
+}
+
+#[test]
+fn empty_documents_are_empty_policies() {
+    let o = opts(Path::new("/p"));
+    assert!(load_str("p.toml", "", Format::Toml, &o).unwrap().rules.is_empty());
+    assert!(load_str("p.yaml", "# nothing\n", Format::Yaml, &o).unwrap().rules.is_empty());
+    assert!(load_str("p.json", "{}", Format::Json, &o).unwrap().rules.is_empty());
+    let (_, _, m, _) = invalid(load_str("p.json", "[]", Format::Json, &o));
+    assert_eq!(m, "a policy must be a table, found an array");
+}
+
+// --- layers and discovery ---------------------------------------------------------------------
+
+struct Env {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Env {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
+        std::fs::create_dir_all(root.join("home")).unwrap();
+        std::fs::create_dir_all(root.join("proj/sub/deeper")).unwrap();
+        Env { _tmp: tmp, root }
+    }
+
+    fn opts(&self, cwd: &str) -> LoadOptions {
+        LoadOptions {
+            explicit: None,
+            cwd: self.root.join(cwd),
+            home: Some(self.root.join("home")),
+            xdg_config_home: None,
+        }
+    }
+
+    fn path(&self, rel: &str) -> String {
+        self.root.join(rel).display().to_string()
+    }
+}
+
+#[test]
+fn no_file_means_pinfold_default() {
+    let env = Env::new();
+    let c = load(&env.opts("proj/sub")).unwrap();
+    assert_eq!(c.sources, ["pinfold:recommended", "pinfold:default"]);
+    assert_eq!(c.defaults, Defaults { action: Action::Ask, sandbox: Some("workspace".into()), on_parse_error: Action::Ask });
+    assert_eq!(c.sandboxes.keys().collect::<Vec<_>>(), ["networked", "readonly", "workspace"]);
+    let w = &c.sandboxes["workspace"];
+    // No project file, no git: the project root is the working directory.
+    assert_eq!(c.project_root, env.root.join("proj/sub"));
+    assert_eq!(w.write_allow, [env.path("proj/sub")]);
+    assert!(w.write_deny.contains(&env.path("proj/sub/.git/hooks")));
+    assert!(w.write_deny.contains(&env.path("home/.bashrc")));
+    assert_eq!(w.read_deny, [env.path("home/.ssh"), env.path("home/.gnupg"), env.path("home/.aws")]);
+    assert!(!w.network_allow);
+    assert!(c.sandboxes["networked"].network_allow);
+    assert_eq!(c.sandboxes["networked"].write_deny, w.write_deny);
+    assert!(c.sandboxes["readonly"].write_allow.is_empty());
+    assert!(!c.rules.is_empty());
+    assert_eq!(c.rules[0].location.file, "pinfold:recommended");
+}
+
+#[test]
+fn embedded_presets_are_valid_alone() {
+    for name in EMBEDDED_PRESETS {
+        let text = format!("extends = [\"pinfold:{name}\"]\n");
+        toml(&text).unwrap_or_else(|e| panic!("pinfold:{name}: {e}"));
+    }
+    assert!(embedded_preset("nope").is_none());
+}
+
+#[test]
+fn layers_in_order_with_overrides() {
+    let env = Env::new();
+    write(&env.root, "home/.config/pinfold/config.toml", r#"
+[defaults]
+action = "deny"
+on_parse_error = "deny"
+[paths]
+keys = ["~/.ssh"]
+[[rules]]
+allow = "global *"
+[sandbox.workspace]
+fs.write.allow = ["global"]
+[sandbox.tools]
+fs.write.allow = ["~/tools"]
+"#);
+    write(&env.root, "proj/pinfold.yaml", "defaults:\n  action: ask\nrules:\n  - allow: project *\n");
+    write(&env.root, "proj/pinfold.local.json", r#"{"rules": [{"deny": "local *"}],
+      "sandbox": {"workspace": {"fs": {"write": {"allow": ["."]}, "read": {"deny": ["<path:keys>"]}}}}}"#);
+    let c = load(&env.opts("proj/sub/deeper")).unwrap();
+    assert_eq!(c.sources, [env.path("home/.config/pinfold/config.toml"), env.path("proj/pinfold.yaml"), env.path("proj/pinfold.local.json")]);
+    assert_eq!(patterns(&c), ["global *", "project *", "local *"]);
+    // Field by field: action from the project, on_parse_error from the global file.
+    assert_eq!(c.defaults.action, Action::Ask);
+    assert_eq!(c.defaults.on_parse_error, Action::Deny);
+    assert_eq!(c.defaults.sandbox.as_deref(), Some("workspace"));
+    // The local file's `workspace` replaces the global one entirely; `tools` stays.
+    assert_eq!(c.sandboxes["workspace"].write_allow, [env.path("proj")]);
+    assert_eq!(c.sandboxes["workspace"].read_deny, [env.path("home/.ssh")]);
+    assert_eq!(c.sandboxes["tools"].write_allow, [env.path("home/tools")]);
+    assert_eq!(c.project_root, env.root.join("proj"));
+}
+
+#[test]
+fn xdg_config_home_wins_over_home() {
+    let env = Env::new();
+    write(&env.root, "xdg/pinfold/config.yml", "rules:\n  - ask: xdg *\n");
+    write(&env.root, "home/.config/pinfold/config.toml", "[[rules]]\nask = 'home *'\n");
+    let mut o = env.opts("proj");
+    o.xdg_config_home = Some(env.root.join("xdg"));
+    assert_eq!(patterns(&load(&o).unwrap()), ["xdg *"]);
+}
+
+#[test]
+fn explicit_file_only() {
+    let env = Env::new();
+    write(&env.root, "home/.config/pinfold/config.toml", "[[rules]]\nask = 'global *'\n");
+    write(&env.root, "proj/pinfold.toml", "[[rules]]\nask = 'project *'\n");
+    write(&env.root, "elsewhere/policy.toml", "[[rules]]\nask = 'explicit *'\n[sandbox.w]\nfs.write.allow = ['out']\n");
+    let mut o = env.opts("proj/sub");
+    o.explicit = Some(env.root.join("elsewhere/policy.toml"));
+    let c = load(&o).unwrap();
+    assert_eq!(patterns(&c), ["explicit *"]);
+    // Relative sandbox paths still resolve against the project root, not the file's directory.
+    assert_eq!(c.sandboxes["w"].write_allow, [env.path("proj/out")]);
+    // load_file with a path relative to cwd
+    let c = load_file(Path::new("../pinfold.toml"), &env.opts("proj/sub")).unwrap();
+    assert_eq!(patterns(&c), ["project *"]);
+}
+
+#[test]
+fn ambiguous_files_are_an_error() {
+    let env = Env::new();
+    write(&env.root, "proj/pinfold.toml", "");
+    write(&env.root, "proj/pinfold.yml", "");
+    let err = load(&env.opts("proj")).unwrap_err();
+    assert!(matches!(err, ConfigError::Ambiguous { .. }), "{err:?}");
+    assert!(err.to_string().contains("pinfold.toml and "), "{err}");
+}
+
+#[test]
+fn io_errors_name_the_path() {
+    let env = Env::new();
+    write(&env.root, "proj/pinfold.toml", "extends = ['missing.toml']\n");
+    let err = load(&env.opts("proj")).unwrap_err();
+    let ConfigError::Io { path, location, .. } = &err else { panic!("{err:?}") };
+    assert_eq!(path, &env.root.join("proj/missing.toml"));
+    assert_eq!(location.as_ref().unwrap().to_string(), "pinfold.toml:1:12");
+    assert!(err.to_string().contains("missing.toml"));
+    let mut o = env.opts("proj");
+    o.explicit = Some("nope.toml".into());
+    assert!(load(&o).unwrap_err().to_string().contains(&env.path("proj/nope.toml")));
+}
+
+#[test]
+fn project_root_resolution() {
+    let env = Env::new();
+    // git root when there is no project file (a `.git` file counts, as in worktrees)
+    write(&env.root, "proj/.git", "gitdir: elsewhere\n");
+    let c = load(&env.opts("proj/sub/deeper")).unwrap();
+    assert_eq!(c.project_root, env.root.join("proj"));
+    // a project file below the git root wins
+    write(&env.root, "proj/sub/pinfold.toml", "");
+    let c = load(&env.opts("proj/sub/deeper")).unwrap();
+    assert_eq!(c.project_root, env.root.join("proj/sub"));
+    // and is the root with -c too
+    let mut o = env.opts("proj/sub/deeper");
+    o.explicit = Some(env.root.join("proj/sub/pinfold.toml"));
+    assert_eq!(load(&o).unwrap().project_root, env.root.join("proj/sub"));
+}
+
+// --- extends -----------------------------------------------------------------------------------
+
+#[test]
+fn extends_embedded_and_relative_in_order() {
+    let env = Env::new();
+    write(&env.root, "proj/policies/base.yaml", "extends: ['pinfold:recommended', '../more/extra.json']\nrules:\n  - ask: base *\n");
+    write(&env.root, "proj/more/extra.json", "{\"rules\": [{\"ask\": \"extra *\"}]}");
+    write(&env.root, "proj/pinfold.toml", "extends = ['policies/base.yaml']\n[[rules]]\nask = 'own *'\n");
+    let c = load(&env.opts("proj")).unwrap();
+    assert_eq!(c.sources, ["pinfold:recommended", "more/extra.json", "policies/base.yaml", "pinfold.toml"]);
+    let p = patterns(&c);
+    let n = p.len();
+    assert_eq!(&p[n - 3..], ["extra *", "base *", "own *"]);
+    assert_eq!(c.rules[0].location.file, "pinfold:recommended");
+}
+
+#[test]
+fn extends_cycle_names_the_chain() {
+    let env = Env::new();
+    write(&env.root, "proj/pinfold.toml", "extends = ['a.toml']\n");
+    write(&env.root, "proj/a.toml", "extends = ['b.yaml']\n");
+    write(&env.root, "proj/b.yaml", "extends: [a.toml]\n");
+    let err = load(&env.opts("proj")).unwrap_err();
+    let ConfigError::ExtendsCycle { location, chain } = &err else { panic!("{err:?}") };
+    assert_eq!(chain, &["a.toml", "b.yaml", "a.toml"]);
+    assert_eq!(location.to_string(), "b.yaml:1:11");
+    assert_eq!(err.to_string(), "b.yaml:1:11: `extends` cycle: a.toml -> b.yaml -> a.toml");
+    // extending itself
+    write(&env.root, "proj/pinfold.toml", "extends = ['./pinfold.toml']\n");
+    assert!(matches!(load(&env.opts("proj")), Err(ConfigError::ExtendsCycle { .. })));
+}
+
+#[test]
+fn diamond_extends_loads_once() {
+    let env = Env::new();
+    write(&env.root, "proj/pinfold.toml", "extends = ['a.toml', 'b.toml']\n");
+    write(&env.root, "proj/a.toml", "extends = ['common.toml']\n");
+    write(&env.root, "proj/b.toml", "extends = ['common.toml']\n");
+    write(&env.root, "proj/common.toml", "[[rules]]\nask = 'common *'\n");
+    let c = load(&env.opts("proj")).unwrap();
+    assert_eq!(patterns(&c), ["common *"]);
+    assert_eq!(c.sources, ["common.toml", "a.toml", "b.toml", "pinfold.toml"]);
+}
+
+#[test]
+fn unknown_embedded_preset() {
+    let (l, c, m, h) = invalid(toml("extends = ['pinfold:recomended']\n"));
+    assert_eq!((l, c, m.as_str()), (1, 12, "unknown embedded preset `pinfold:recomended`"));
+    assert_eq!(h.as_deref(), Some("did you mean `recommended`?"));
+}
+
+#[test]
+fn later_layer_overrides_extended_defaults() {
+    let c = toml("extends = ['pinfold:default']\n[defaults]\naction = 'deny'\n").unwrap();
+    assert_eq!(c.defaults.action, Action::Deny);
+    assert_eq!(c.defaults.sandbox.as_deref(), Some("workspace"));
+}
+
+// --- paths -------------------------------------------------------------------------------------
+
+#[test]
+fn path_resolution() {
+    let root = Path::new("/proj");
+    let home = Some(Path::new("/home/me"));
+    let r = |t: &str| resolve_path(t, root, home).unwrap();
+    assert_eq!(r("."), "/proj");
+    assert_eq!(r("./src/"), "/proj/src");
+    assert_eq!(r(".git/hooks"), "/proj/.git/hooks");
+    assert_eq!(r("**/*.pem"), "/proj/**/*.pem");
+    assert_eq!(r("../sibling"), "/proj/../sibling");
+    assert_eq!(r("~"), "/home/me");
+    assert_eq!(r("~/.ssh"), "/home/me/.ssh");
+    assert_eq!(r("/etc//passwd"), "/etc/passwd");
+    assert_eq!(r("/"), "/");
+    assert_eq!(resolve_path("x", Path::new("/"), home).unwrap(), "/x");
+    assert!(resolve_path("~bob/x", root, home).is_err());
+    assert!(resolve_path("~/.ssh", root, None).is_err());
+}
+
+#[test]
+fn tilde_without_home_is_an_error_at_the_entry() {
+    let o = LoadOptions { home: None, ..opts(Path::new("/p")) };
+    let r = load_str("p.toml", "[paths]\nk = ['/a', '~/.ssh']\n", Format::Toml, &o);
+    let (l, c, m, _) = invalid(r);
+    assert_eq!((l, c, m.as_str()), (2, 12, "`~/.ssh` needs a home directory, but none is known"));
+}
+
+#[test]
+fn path_sets_expand_in_every_list() {
+    let c = toml("[paths]\na = ['x', '~/y']\nb = ['/z']\n[sandbox.s]\nfs.write.allow = ['<path:a>', 'w']\nfs.write.deny = ['<path:b>']\nfs.read.deny = ['<path:a>', '<path:b>']\n[[rules]]\ndeny = 'cat <path:a>'\n").unwrap();
+    let s = &c.sandboxes["s"];
+    assert_eq!(s.write_allow, ["/proj/x", "/home/me/y", "/proj/w"]);
+    assert_eq!(s.write_deny, ["/z"]);
+    assert_eq!(s.read_deny, ["/proj/x", "/home/me/y", "/z"]);
+    // the pattern keeps its reference; the judge expands it from `paths`
+    assert_eq!(c.rules[0].pattern, "cat <path:a>");
+    assert_eq!(c.paths["a"], ["/proj/x", "/home/me/y"]);
+    let (_, _, m, _) = invalid(toml("[paths]\na = ['<path:b>']\nb = ['x']\n"));
+    assert_eq!(m, "a path set cannot refer to another path set");
+}
+
+#[test]
+fn json_schema_describes_the_format() {
+    let s = json_schema();
+    assert_eq!(s["title"], "pinfold policy");
+    assert!(s["$defs"]["RuleFile"]["properties"]["allow"].is_object());
+}
+
+#[test]
+fn action_order() {
+    assert!(Action::Allow < Action::Ask && Action::Ask < Action::Deny);
+    assert_eq!(serde_json::to_string(&Action::Ask).unwrap(), "\"ask\"");
+}
+
+// --- robustness and speed ------------------------------------------------------------------------
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn all_formats(text: &str) {
+        let o = opts(Path::new("/p"));
+        for format in [Format::Toml, Format::Yaml, Format::Json] {
+            let _ = load_str("p", text, format, &o);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn loaders_never_panic_on_arbitrary_text(text in ".{0,200}") {
+            all_formats(&text);
+        }
+
+        #[test]
+        fn loaders_never_panic_on_config_like_text(
+            text in r#"([\[\]{}"',:=\n #\-\\]|rules|allow|deny|sandbox|paths|<path:|~/|fs|write|[a-z]{1,4}|[0-9]){0,60}"#
+        ) {
+            all_formats(&text);
+        }
+    }
+}
+
+fn generated_policy(n: usize) -> String {
+    let mut text = String::from("[defaults]\naction = \"ask\"\n\n[paths]\nsecrets = [\"~/.ssh\"]\n\n");
+    for i in 0..n {
+        let action = ["allow", "ask", "deny"][i % 3];
+        text.push_str(&format!("[[rules]]\n{action} = \"tool{i} sub{i}|other{i} --flag *\"\n"));
+        if i % 10 == 0 {
+            text.push_str(&format!("message = \"rule {i}\"\n"));
+        }
+        if action != "deny" && i % 7 == 0 {
+            text.push_str("sandbox = \"workspace\"\n");
+        }
+        text.push('\n');
+    }
+    text.push_str("[sandbox.workspace]\nfs.write.allow = [\".\"]\nfs.read.deny = [\"<path:secrets>\"]\n");
+    text
+}
+
+#[test]
+fn a_thousand_rules_load() {
+    let c = toml(&generated_policy(1000)).unwrap();
+    assert_eq!(c.rules.len(), 1000);
+}
+
+/// `cargo test -p pinfold-policy --release -- --ignored --nocapture load_speed`
+#[test]
+#[ignore = "timing, run by hand"]
+fn load_speed() {
+    let env = Env::new();
+    let text = generated_policy(1000);
+    write(&env.root, "proj/pinfold.toml", &text);
+    let o = env.opts("proj");
+    let runs = 200;
+    let start = std::time::Instant::now();
+    for _ in 0..runs {
+        std::hint::black_box(load(&o).unwrap());
+    }
+    let per = start.elapsed() / runs;
+    println!("1000-rule pinfold.toml ({} bytes): load() takes {per:?}", text.len());
+    let t = std::time::Instant::now();
+    for _ in 0..runs {
+        std::hint::black_box(toml::de::DeTable::parse(&text).unwrap());
+    }
+    println!("  of which toml::de::DeTable::parse: {:?}", t.elapsed() / runs);
+    let t = std::time::Instant::now();
+    for _ in 0..runs {
+        std::hint::black_box(super::node::parse_toml(&text).unwrap());
+    }
+    println!("  parse_toml (parse + tree with positions): {:?}", t.elapsed() / runs);
+    let t = std::time::Instant::now();
+    for _ in 0..runs {
+        std::hint::black_box(toml::from_str::<toml::Table>(&text).unwrap());
+    }
+    println!("  for comparison, toml::from_str::<toml::Table>: {:?}", t.elapsed() / runs);
+}

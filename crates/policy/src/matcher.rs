@@ -1,0 +1,638 @@
+//! Matching a compiled [`Pattern`] against a parsed command, under ambiguity.
+//!
+//! pinfold often cannot know how a tool reads its arguments: whether an unknown option takes
+//! the next argument as its value (`git --frob x push`), whether `-abc` is three flags or
+//! `-a` with the value `bc`, or what a dynamic argument (`"$DIR"`) holds. Each way of reading
+//! the command is a *reading*. **Deny and ask rules match if any reading matches; allow rules
+//! only if every reading does** ([`Mode`]). A deny rule that matches only by assuming what a
+//! dynamic argument holds gives [`Outcome::Dynamic`], which the judge turns into ask.
+//!
+//! Readings are enumerated depth-first and lazily, stopping as soon as the answer is known,
+//! with a budget ([`MAX_READINGS`]); past it, the answer is the strict one for the mode.
+
+use std::path::{Component, Path, PathBuf};
+
+use pinfold_shell::{SimpleCommand, Word};
+
+use crate::options::{self, Arity, Style, Table};
+use crate::pattern::{basename, glob_match, Alts, Pattern, Pos};
+
+/// How many readings of one command are examined before giving the strict answer.
+pub const MAX_READINGS: usize = 256;
+
+/// Which quantifier over readings applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Deny and ask rules: some reading matches.
+    Any,
+    /// Allow rules: every reading matches.
+    Every,
+}
+
+/// The result of matching one rule against one command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Outcome {
+    /// No reading matches (Any), or some reading does not (Every).
+    No,
+    /// Matches only if a dynamic argument holds the right value (Any mode only).
+    Dynamic,
+    /// Matches.
+    Yes,
+}
+
+/// What the matcher needs besides the command: where relative paths and `~` point, and
+/// the path sets.
+#[derive(Debug, Clone, Copy)]
+pub struct Env<'a> {
+    pub cwd: &'a Path,
+    pub home: Option<&'a Path>,
+    pub paths: &'a std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// One argument as the matcher sees it.
+#[derive(Debug, Clone, Copy)]
+enum Item<'a> {
+    Static(&'a Word),
+    Dynamic { splits: bool },
+}
+
+/// A flag occurrence in one reading.
+#[derive(Debug, Clone)]
+struct Occ<'a> {
+    name: String,
+    value: Option<Val<'a>>,
+}
+
+#[derive(Debug, Clone)]
+enum Val<'a> {
+    Text(String),
+    Word(&'a Word),
+}
+
+struct Reading<'a> {
+    flags: Vec<Occ<'a>>,
+    positional: Vec<Item<'a>>,
+    dynamic: bool,
+}
+
+/// Match `pattern` against `cmd` (whose argv\[0\] is static) in `mode`.
+pub fn matches(pattern: &Pattern, cmd: &SimpleCommand, mode: Mode, env: &Env<'_>) -> Outcome {
+    let Some(name) = cmd.words.first() else { return Outcome::No };
+    if name.dynamic {
+        return if mode == Mode::Any { Outcome::Dynamic } else { Outcome::No };
+    }
+    let base = basename(&name.text);
+    if !pattern.command.0.iter().any(|g| glob_match(&g.text, &name.text) || glob_match(&g.text, base)) {
+        return Outcome::No;
+    }
+    let args = &cmd.words[1..];
+    let tables: Vec<&'static Table> = options::table(base).into_iter().collect();
+    let cares_positional = !pattern.has_star
+        || pattern.positional.iter().any(|p| !matches!(p, Pos::Star))
+        || pattern.required.iter().any(|r| r.value.is_some());
+    let cares_flags = !pattern.has_star
+        || !pattern.required.is_empty()
+        || !pattern.negated.is_empty();
+    let mut st = Enum {
+        args,
+        tables,
+        cares_positional,
+        cares_flags,
+        budget: MAX_READINGS,
+        best: Outcome::No,
+        all_yes: true,
+        mode,
+        pattern,
+        env,
+        exhausted: false,
+    };
+    let mut reading = Reading { flags: Vec::new(), positional: Vec::new(), dynamic: false };
+    st.walk(0, &mut reading, false);
+    match mode {
+        Mode::Any => {
+            if st.exhausted && st.best == Outcome::No {
+                // Too many readings to examine: the strict answer for a deny/ask rule is that
+                // it may match.
+                Outcome::Dynamic
+            } else {
+                st.best
+            }
+        }
+        Mode::Every => {
+            if st.all_yes && !st.exhausted { Outcome::Yes } else { Outcome::No }
+        }
+    }
+}
+
+struct Enum<'a, 'p, 'e> {
+    args: &'a [Word],
+    tables: Vec<&'static Table>,
+    cares_positional: bool,
+    cares_flags: bool,
+    budget: usize,
+    best: Outcome,
+    all_yes: bool,
+    mode: Mode,
+    pattern: &'p Pattern,
+    env: &'p Env<'e>,
+    exhausted: bool,
+}
+
+impl<'a> Enum<'a, '_, '_> {
+    /// Whether the answer is settled and enumeration can stop.
+    fn done(&self) -> bool {
+        self.exhausted
+            || match self.mode {
+                Mode::Any => self.best == Outcome::Yes,
+                Mode::Every => !self.all_yes,
+            }
+    }
+
+    fn finish(&mut self, r: &Reading<'a>) {
+        if self.budget == 0 {
+            self.exhausted = true;
+            return;
+        }
+        self.budget -= 1;
+        let o = judge_reading(self.pattern, r, self.mode, self.env);
+        match self.mode {
+            Mode::Any => self.best = self.best.max(o),
+            Mode::Every => self.all_yes &= o == Outcome::Yes,
+        }
+    }
+
+    fn style(&self) -> Style {
+        self.tables.first().map_or(Style::Gnu, |t| t.style)
+    }
+
+    fn push_positional(&mut self, r: &mut Reading<'a>, item: Item<'a>) -> bool {
+        // The first positional of a tool with subcommands selects the subcommand's table.
+        let switched = r.positional.is_empty()
+            && self.tables.len() == 1
+            && self.tables[0].subcommands
+            && match item {
+                Item::Static(w) => match options::sub_table(self.tables[0].name, &w.text) {
+                    Some(t) => {
+                        self.tables.push(t);
+                        true
+                    }
+                    None => false,
+                },
+                Item::Dynamic { .. } => false,
+            };
+        r.positional.push(item);
+        switched
+    }
+
+    fn pop_positional(&mut self, r: &mut Reading<'a>, switched: bool) {
+        r.positional.pop();
+        if switched {
+            self.tables.pop();
+        }
+    }
+
+    fn walk(&mut self, i: usize, r: &mut Reading<'a>, after_dashdash: bool) {
+        if self.done() {
+            return;
+        }
+        let Some(w) = self.args.get(i) else {
+            self.finish(r);
+            return;
+        };
+        if w.dynamic && w.home_suffix.is_none() {
+            let was = r.dynamic;
+            r.dynamic = true;
+            let sw = self.push_positional(r, Item::Dynamic { splits: w.splits });
+            self.walk(i + 1, r, after_dashdash);
+            self.pop_positional(r, sw);
+            r.dynamic = was;
+            return;
+        }
+        let t = w.text.as_str();
+        if after_dashdash || t == "-" || !t.starts_with('-') || t.len() < 2 {
+            let sw = self.push_positional(r, Item::Static(w));
+            self.walk(i + 1, r, after_dashdash);
+            self.pop_positional(r, sw);
+            return;
+        }
+        if t == "--" {
+            self.walk(i + 1, r, true);
+            return;
+        }
+        if let Some(long) = t.strip_prefix("--") {
+            if let Some((name, value)) = long.split_once('=') {
+                self.flag(r, format!("--{name}"), Some(Val::Text(value.to_string())), i + 1);
+                return;
+            }
+            let arity = options::arity(&self.tables, t);
+            self.option_with_arity(r, t.to_string(), arity, i);
+            return;
+        }
+        // Single dash.
+        let whole = options::arity(&self.tables, t);
+        if self.style() == Style::Single || options::listed(&self.tables, t) || is_number(&t[1..]) {
+            let arity = if is_number(&t[1..]) { Arity::Flag } else { whole };
+            self.option_with_arity(r, t.to_string(), arity, i);
+            return;
+        }
+        self.cluster(r, i, 1);
+    }
+
+    /// `-abc` from byte `pos`: each character a flag until one takes a value.
+    fn cluster(&mut self, r: &mut Reading<'a>, i: usize, pos: usize) {
+        if self.done() {
+            return;
+        }
+        let t = self.args[i].text.as_str();
+        let Some(c) = t[pos..].chars().next() else {
+            self.walk(i + 1, r, false);
+            return;
+        };
+        let next = pos + c.len_utf8();
+        let name = format!("-{c}");
+        let rest = &t[next..];
+        let last = rest.is_empty();
+        let value_reading = |s: &mut Self, r: &mut Reading<'a>| {
+            if last {
+                s.take_next_value(r, name.clone(), i);
+            } else {
+                r.flags.push(Occ { name: name.clone(), value: Some(Val::Text(rest.to_string())) });
+                s.walk(i + 1, r, false);
+                r.flags.pop();
+            }
+        };
+        match options::arity(&self.tables, &name) {
+            Arity::Value => value_reading(self, r),
+            Arity::Flag => {
+                r.flags.push(Occ { name: name.clone(), value: None });
+                self.cluster(r, i, next);
+                r.flags.pop();
+            }
+            Arity::Unknown => {
+                r.flags.push(Occ { name: name.clone(), value: None });
+                self.cluster(r, i, next);
+                r.flags.pop();
+                // The other reading: this flag takes a value. It changes what the pattern sees
+                // only if the pattern looks at flags (rest of cluster) or positionals (next arg).
+                let matters = if last { self.next_can_be_value(i) && self.cares_positional } else { self.cares_flags };
+                if matters {
+                    value_reading(self, r);
+                }
+            }
+        }
+    }
+
+    fn next_can_be_value(&self, i: usize) -> bool {
+        self.args.get(i + 1).is_some_and(|n| n.dynamic || !n.text.starts_with('-') || n.text == "-")
+    }
+
+    fn option_with_arity(&mut self, r: &mut Reading<'a>, name: String, arity: Arity, i: usize) {
+        match arity {
+            Arity::Value => self.take_next_value(r, name, i),
+            Arity::Flag => self.flag(r, name, None, i + 1),
+            Arity::Unknown => {
+                self.flag(r, name.clone(), None, i + 1);
+                if self.next_can_be_value(i) && self.cares_positional {
+                    self.take_next_value(r, name, i);
+                }
+            }
+        }
+    }
+
+    /// The option at `i` takes `args[i + 1]` as its value.
+    fn take_next_value(&mut self, r: &mut Reading<'a>, name: String, i: usize) {
+        match self.args.get(i + 1) {
+            Some(v) => self.flag(r, name, Some(Val::Word(v)), i + 2),
+            None => self.flag(r, name, None, i + 1),
+        }
+    }
+
+    fn flag(&mut self, r: &mut Reading<'a>, name: String, value: Option<Val<'a>>, next: usize) {
+        r.flags.push(Occ { name, value });
+        self.walk(next, r, false);
+        r.flags.pop();
+    }
+}
+
+fn is_number(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Does a flag occurrence named `occ` match one of `names`? In Any mode an abbreviated long
+/// option (`--recur` for `--recursive`, as getopt_long accepts) matches too.
+fn flag_name_matches(occ: &str, names: &[String], mode: Mode) -> bool {
+    names.iter().any(|n| {
+        n == occ || (mode == Mode::Any && occ.starts_with("--") && occ.len() >= 4 && n.starts_with(occ))
+    })
+}
+
+fn judge_reading(p: &Pattern, r: &Reading<'_>, mode: Mode, env: &Env<'_>) -> Outcome {
+    let mut out = Outcome::Yes;
+    // Required flags.
+    for req in &p.required {
+        let mut found = Outcome::No;
+        for o in &r.flags {
+            if !flag_name_matches(&o.name, &req.names, mode) {
+                continue;
+            }
+            let v = match (&req.value, &o.value) {
+                (None, _) => Outcome::Yes,
+                (Some(_), None) => Outcome::No,
+                (Some(a), Some(Val::Text(t))) => yes_no(alts_match_text(a, t)),
+                (Some(a), Some(Val::Word(w))) => token_item(a, Item::Static(w), mode, env),
+            };
+            found = found.max(v);
+            if found == Outcome::Yes {
+                break;
+            }
+        }
+        if found == Outcome::No && mode == Mode::Any && r.dynamic {
+            // A dynamic argument could be this flag.
+            found = Outcome::Dynamic;
+        }
+        out = out.min(found);
+        if out == Outcome::No {
+            return out;
+        }
+    }
+    // Negated flags.
+    for names in &p.negated {
+        if r.flags.iter().any(|o| flag_name_matches(&o.name, names, mode)) {
+            return Outcome::No;
+        }
+        if mode == Mode::Every && r.dynamic {
+            return Outcome::No;
+        }
+    }
+    // Without a lone `*`, every flag must be accounted for.
+    if !p.has_star {
+        for o in &r.flags {
+            let known = p.required.iter().any(|q| flag_name_matches(&o.name, &q.names, Mode::Every))
+                || p.permitted.iter().any(|q| flag_name_matches(&o.name, q, Mode::Every));
+            if !known {
+                return Outcome::No;
+            }
+        }
+    }
+    out.min(positional(p, &r.positional, mode, env))
+}
+
+fn yes_no(b: bool) -> Outcome {
+    if b { Outcome::Yes } else { Outcome::No }
+}
+
+/// Optional groups expanded into flat variants (with and without each group).
+fn variants(pos: &[Pos]) -> Vec<Vec<&Pos>> {
+    let mut out: Vec<Vec<&Pos>> = vec![Vec::new()];
+    for p in pos {
+        match p {
+            Pos::Optional(inner) => {
+                let inner_vs = variants(inner);
+                let mut next = Vec::with_capacity(out.len() * (inner_vs.len() + 1));
+                for v in &out {
+                    next.push(v.clone());
+                    for iv in &inner_vs {
+                        let mut nv = v.clone();
+                        nv.extend(iv.iter().copied());
+                        next.push(nv);
+                    }
+                }
+                out = next;
+                if out.len() > 64 {
+                    out.truncate(64);
+                }
+            }
+            other => {
+                for v in &mut out {
+                    v.push(other);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn positional(p: &Pattern, items: &[Item<'_>], mode: Mode, env: &Env<'_>) -> Outcome {
+    let mut best = Outcome::No;
+    for v in variants(&p.positional) {
+        best = best.max(flat(&v, items, mode, env));
+        if best == Outcome::Yes {
+            break;
+        }
+    }
+    best
+}
+
+/// Dynamic programming over (pattern token, item): the best outcome reaching each state.
+fn flat(pats: &[&Pos], items: &[Item<'_>], mode: Mode, env: &Env<'_>) -> Outcome {
+    let (np, ni) = (pats.len(), items.len());
+    let w = ni + 1;
+    let mut reach = vec![Outcome::No; (np + 1) * w];
+    reach[0] = Outcome::Yes;
+    for pi in 0..=np {
+        for ai in 0..=ni {
+            let r = reach[pi * w + ai];
+            if r == Outcome::No {
+                continue;
+            }
+            let mut set = |pj: usize, aj: usize, o: Outcome| {
+                let idx = pj * w + aj;
+                if reach[idx] < o {
+                    reach[idx] = o;
+                }
+            };
+            // A dynamic item may vanish (split to nothing, or be a flag) in Any mode.
+            if ai < ni {
+                if let Item::Dynamic { .. } = items[ai] {
+                    if mode == Mode::Any {
+                        set(pi, ai + 1, r.min(Outcome::Dynamic));
+                    }
+                }
+            }
+            if pi == np {
+                continue;
+            }
+            match pats[pi] {
+                Pos::Star => {
+                    set(pi + 1, ai, r);
+                    if ai < ni {
+                        set(pi, ai + 1, r);
+                    }
+                }
+                tok => {
+                    if ai < ni {
+                        let o = pos_item(tok, items[ai], mode, env);
+                        if o != Outcome::No {
+                            set(pi + 1, ai + 1, r.min(o));
+                            // A splitting dynamic item may yield several words.
+                            if let Item::Dynamic { splits: true } = items[ai] {
+                                set(pi + 1, ai, r.min(Outcome::Dynamic));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    reach[np * w + ni]
+}
+
+fn pos_item(tok: &Pos, item: Item<'_>, mode: Mode, env: &Env<'_>) -> Outcome {
+    match tok {
+        Pos::Star | Pos::Optional(_) => Outcome::Yes,
+        Pos::One(a) => token_item(a, item, mode, env),
+        Pos::Not(a) => match item {
+            Item::Static(w) if w.home_suffix.is_none() => {
+                yes_no(token_item(a, item, Mode::Every, env) == Outcome::No && !may_resolve_equal(a, w, env))
+            }
+            _ => dynamic_outcome(mode),
+        },
+        Pos::Path(name) => match resolve(item_word(item), env) {
+            Some(path) => {
+                let set = env.paths.get(name).map_or(&[][..], |v| v.as_slice());
+                yes_no(set.iter().any(|e| in_or_under(&path, e)))
+            }
+            None => dynamic_outcome(mode),
+        },
+    }
+}
+
+fn dynamic_outcome(mode: Mode) -> Outcome {
+    if mode == Mode::Any { Outcome::Dynamic } else { Outcome::No }
+}
+
+fn item_word<'a>(item: Item<'a>) -> Option<&'a Word> {
+    match item {
+        Item::Static(w) => Some(w),
+        Item::Dynamic { .. } => None,
+    }
+}
+
+/// `!x` must not be fooled by a tilde the matcher cannot resolve.
+fn may_resolve_equal(a: &Alts, w: &Word, env: &Env<'_>) -> bool {
+    w.tilde && env.home.is_none() && a.0.iter().any(|g| g.text.starts_with('~'))
+}
+
+fn alts_match_text(a: &Alts, t: &str) -> bool {
+    a.0.iter().any(|g| if g.wild { glob_match(&g.text, t) } else { g.text == t })
+}
+
+/// One token against one item. Path-like tokens (`/`, `~`, `~/x`, `./x`) also match an
+/// argument that resolves to the same place (`~/`, `$HOME`, `/root/..`).
+fn token_item(a: &Alts, item: Item<'_>, mode: Mode, env: &Env<'_>) -> Outcome {
+    let Item::Static(w) = item else { return dynamic_outcome(mode) };
+    if w.dynamic && w.home_suffix.is_none() {
+        return dynamic_outcome(mode);
+    }
+    if !w.dynamic && !w.tilde && alts_match_text(a, &w.text) {
+        return Outcome::Yes;
+    }
+    let resolved = resolve(Some(w), env);
+    for g in &a.0 {
+        if !is_path_like(&g.text) {
+            continue;
+        }
+        let Some(tp) = resolve_text(&g.text, env) else { continue };
+        if let Some(ref arg) = resolved {
+            let (ts, as_) = (tp.to_string_lossy(), arg.to_string_lossy());
+            let hit = if g.wild { glob_match(&ts, &as_) } else { ts == as_ };
+            if hit {
+                return Outcome::Yes;
+            }
+        }
+    }
+    if w.tilde && !w.dynamic && alts_match_text(a, &w.text) {
+        return Outcome::Yes;
+    }
+    if resolved.is_none() && (w.tilde || w.home_suffix.is_some()) {
+        // `~user/…` or no home known: cannot tell.
+        return dynamic_outcome(mode);
+    }
+    Outcome::No
+}
+
+fn is_path_like(t: &str) -> bool {
+    t.starts_with('/') || t.starts_with('~') || t.starts_with("./") || t.starts_with("../") || t == "." || t == ".."
+}
+
+/// Resolve pattern text (may hold globs) to an absolute, lexically normal path.
+fn resolve_text(t: &str, env: &Env<'_>) -> Option<PathBuf> {
+    let p = if t == "~" || t.starts_with("~/") {
+        env.home?.join(t.trim_start_matches('~').trim_start_matches('/'))
+    } else if t.starts_with('~') {
+        return None;
+    } else {
+        env.cwd.join(t)
+    };
+    Some(normalize(&p))
+}
+
+/// Resolve an argument: tilde, `$HOME`, cwd, `..`. `None` when it cannot be known.
+pub fn resolve(w: Option<&Word>, env: &Env<'_>) -> Option<PathBuf> {
+    let w = w?;
+    if let Some(suffix) = &w.home_suffix {
+        return Some(normalize(&env.home?.join(suffix.trim_start_matches('/'))));
+    }
+    if w.dynamic {
+        return None;
+    }
+    if w.tilde {
+        return resolve_text(&w.text, env);
+    }
+    Some(normalize(&env.cwd.join(&w.text)))
+}
+
+/// Lexical normalisation: drop `.`, apply `..`, no trailing slash. No symlinks are followed
+/// (the kernel sandbox, not the policy, is the boundary for those).
+pub fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            Component::RootDir | Component::Prefix(_) | Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(s) => out.push(s),
+        }
+    }
+    out
+}
+
+/// Whether `path` is `entry` or lies under it; `entry` may hold globs (matched against the
+/// path and each of its ancestors).
+pub fn in_or_under(path: &Path, entry: &str) -> bool {
+    let entry_path = normalize(Path::new(entry));
+    let wild = entry.contains(['*', '?', '[']);
+    let es = entry_path.to_string_lossy();
+    let mut cur = Some(path);
+    while let Some(p) = cur {
+        let ps = p.to_string_lossy();
+        if if wild { glob_match(&es, &ps) } else { ps == es } {
+            return true;
+        }
+        cur = p.parent();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_paths() {
+        assert_eq!(normalize(Path::new("/a/./b/../c/")), PathBuf::from("/a/c"));
+        assert_eq!(normalize(Path::new("/../..")), PathBuf::from("/"));
+        assert_eq!(normalize(Path::new("//x//y")), PathBuf::from("/x/y"));
+    }
+
+    #[test]
+    fn under() {
+        assert!(in_or_under(Path::new("/h/.ssh/id_rsa"), "/h/.ssh"));
+        assert!(in_or_under(Path::new("/h/.ssh"), "/h/.ssh"));
+        assert!(!in_or_under(Path::new("/h/.sshx"), "/h/.ssh"));
+        assert!(in_or_under(Path::new("/p/.env.local"), "/p/.env*"));
+        assert!(in_or_under(Path::new("/p/.env/x"), "/p/.env*"));
+        assert!(!in_or_under(Path::new("/p/src/.env"), "/p/.env*"));
+    }
+}

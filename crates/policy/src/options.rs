@@ -1,0 +1,231 @@
+//! Built-in knowledge of which options take a value, for common tools.
+//!
+//! Patterns match parsed argv, and to know which arguments are positional pinfold must know
+//! whether `-C` in `git -C /tmp push` swallows `/tmp`. For an option listed here the answer
+//! is certain; for any other option the matcher considers both readings (see
+//! [`crate::matcher`]). The data below is the knowledge; each entry says which options take a
+//! separate value (`value`) and which never do (`flags`). A command's subcommand table
+//! (`git push`) applies after the first positional argument names it.
+//!
+//! `style` says how single-dash words are read: `Gnu` splits `-rf` into `-r -f`; `Single`
+//! (find, go, java…) reads `-name` as one option.
+
+/// How a tool reads single-dash words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// `-abc` is `-a -b -c`, `-ofile` is `-o file` when `-o` takes a value.
+    Gnu,
+    /// `-name` is one option (find, go, java, terraform).
+    Single,
+}
+
+/// What pinfold knows of one command or subcommand.
+#[derive(Debug)]
+pub struct Table {
+    /// Command name (`git`) or `command subcommand` (`git push`).
+    pub name: &'static str,
+    pub style: Style,
+    /// Options that take the next argument (or an attached value) as their value.
+    pub value: &'static [&'static str],
+    /// Options that never take a separate value (`--opt=v` is still read as a value).
+    pub flags: &'static [&'static str],
+    /// Whether the first positional names a subcommand with a table of its own.
+    pub subcommands: bool,
+    /// Options not listed are unknown (both readings) — unless this is set, when they are
+    /// taken as flags. Only for tools whose unlisted options never take values.
+    pub closed: bool,
+}
+
+const fn t(name: &'static str, value: &'static [&'static str], flags: &'static [&'static str]) -> Table {
+    Table { name, style: Style::Gnu, value, flags, subcommands: false, closed: false }
+}
+
+const fn sub(name: &'static str, value: &'static [&'static str], flags: &'static [&'static str]) -> Table {
+    Table { name, style: Style::Gnu, value, flags, subcommands: true, closed: false }
+}
+
+const fn closed(name: &'static str, value: &'static [&'static str], flags: &'static [&'static str]) -> Table {
+    Table { name, style: Style::Gnu, value, flags, subcommands: false, closed: true }
+}
+
+const fn single(name: &'static str, value: &'static [&'static str], flags: &'static [&'static str]) -> Table {
+    Table { name, style: Style::Single, value, flags, subcommands: false, closed: false }
+}
+
+/// The knowledge base. Keep entries sorted by tool; cite the manual's option list.
+pub static TABLES: &[Table] = &[
+    // git(1): global options, then the subcommands agents use most.
+    sub("git", &["-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix", "--exec-path"],
+        &["-p", "--paginate", "-P", "--no-pager", "--bare", "--no-replace-objects", "--literal-pathspecs", "--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs", "--no-optional-locks", "--version", "-v", "--help", "-h", "--no-lazy-fetch"]),
+    t("git push", &["--repo", "--receive-pack", "--exec", "-o", "--push-option"],
+        &["-f", "--force", "--force-with-lease", "--no-force-with-lease", "--force-if-includes", "-u", "--set-upstream", "-n", "--dry-run", "-v", "--verbose", "-q", "--quiet", "--all", "--branches", "--tags", "--delete", "-d", "--mirror", "--porcelain", "--no-verify", "--verify", "--follow-tags", "--atomic", "--prune", "--thin", "--no-thin", "--progress", "--signed", "--no-signed", "-4", "-6", "--ipv4", "--ipv6"]),
+    t("git commit", &["-m", "--message", "-F", "--file", "-C", "--reuse-message", "-c", "--reedit-message", "--author", "--date", "--fixup", "--squash", "-t", "--template", "--cleanup", "--trailer", "--pathspec-from-file"],
+        &["-a", "--all", "-v", "--verbose", "-q", "--quiet", "--amend", "-n", "--no-verify", "--verify", "-s", "--signoff", "--no-edit", "--edit", "-e", "-p", "--patch", "--allow-empty", "--allow-empty-message", "--dry-run", "--short", "--porcelain", "-o", "--only", "-i", "--include", "-S", "--gpg-sign", "--no-gpg-sign", "-z", "--null", "--no-status", "--status", "-u", "--untracked-files", "--reset-author"]),
+    t("git log", &["-n", "--max-count", "--author", "--committer", "--since", "--after", "--until", "--before", "--grep", "--skip", "-L", "--min-parents", "--max-parents"],
+        &["--oneline", "--graph", "--all", "--stat", "--shortstat", "--numstat", "-p", "--patch", "-u", "--decorate", "--no-decorate", "--reverse", "--follow", "--first-parent", "--merges", "--no-merges", "--name-only", "--name-status", "--abbrev-commit", "--no-color", "--color", "-q", "--quiet", "--source", "--walk-reflogs", "-g", "--date-order", "--topo-order", "--cherry", "--left-right", "-i", "--regexp-ignore-case", "-E", "-F", "-S", "-G", "-m", "--full-diff", "--raw", "--summary", "-z"]),
+    t("git reset", &["--pathspec-from-file"], &["--hard", "--soft", "--mixed", "--keep", "--merge", "-q", "--quiet", "-p", "--patch", "-N", "--intent-to-add", "--recurse-submodules", "--no-recurse-submodules"]),
+    t("git clean", &["-e", "--exclude"], &["-f", "--force", "-d", "-x", "-X", "-n", "--dry-run", "-q", "--quiet", "-i", "--interactive"]),
+    t("git checkout", &["-b", "-B", "--orphan", "--conflict", "--pathspec-from-file"], &["-f", "--force", "-q", "--quiet", "-p", "--patch", "--detach", "-t", "--track", "--no-track", "-m", "--merge", "--ours", "--theirs", "--progress", "--no-progress", "--overlay", "--no-overlay", "-l"]),
+    t("git switch", &["-c", "--create", "-C", "--force-create", "--orphan", "--conflict"], &["-d", "--detach", "-f", "--force", "--discard-changes", "-q", "--quiet", "-m", "--merge", "-t", "--track", "--no-track", "--guess", "--no-guess", "--progress", "--no-progress"]),
+    t("git branch", &["-m", "-M", "-c", "-C", "--set-upstream-to", "-u", "--contains", "--no-contains", "--merged", "--no-merged", "--points-at", "--sort", "--format"], &["-d", "-D", "--delete", "-f", "--force", "-a", "--all", "-r", "--remotes", "-v", "-vv", "--verbose", "-q", "--quiet", "-l", "--list", "--show-current", "--unset-upstream", "--edit-description", "--no-color", "--color", "-t", "--track", "--no-track", "-i", "--ignore-case"]),
+    t("git rebase", &["--onto", "-x", "--exec", "-s", "--strategy", "-X", "--strategy-option", "-C", "--whitespace"], &["-i", "--interactive", "--continue", "--abort", "--skip", "--quit", "--edit-todo", "--show-current-patch", "--root", "--autosquash", "--no-autosquash", "--autostash", "--no-autostash", "-f", "--force-rebase", "--no-ff", "-q", "--quiet", "-v", "--verbose", "-r", "--rebase-merges", "--keep-empty", "--update-refs", "-n", "--no-stat", "--no-verify", "--signoff", "-k", "--keep-base", "-m", "--merge"]),
+    t("git diff", &["-U", "--unified", "--diff-filter", "-M", "--find-renames", "--relative", "--stat", "--output", "--src-prefix", "--dst-prefix"], &["--cached", "--staged", "--name-only", "--name-status", "--numstat", "--shortstat", "-p", "--patch", "--no-patch", "-s", "--no-color", "--color", "--word-diff", "-w", "--ignore-all-space", "-b", "-R", "--exit-code", "--quiet", "--check", "--raw", "--summary", "-z", "--no-index", "--minimal", "--patience", "--histogram", "--no-renames", "--text", "-a"]),
+    t("git status", &["--ignored", "--column"], &["-s", "--short", "-b", "--branch", "--porcelain", "--long", "-v", "--verbose", "-u", "--untracked-files", "-z", "--show-stash", "--ahead-behind", "--no-ahead-behind", "--renames", "--no-renames"]),
+    t("git fetch", &["--depth", "--deepen", "--shallow-since", "--shallow-exclude", "-j", "--jobs", "--refmap", "-o", "--server-option", "--upload-pack"], &["--all", "-p", "--prune", "-P", "--prune-tags", "-f", "--force", "-t", "--tags", "-n", "--no-tags", "-q", "--quiet", "-v", "--verbose", "--dry-run", "--unshallow", "--multiple", "--append", "-a", "--atomic", "--progress", "-4", "-6", "--recurse-submodules", "--no-recurse-submodules"]),
+    t("git pull", &["--depth", "-s", "--strategy", "-X", "--strategy-option", "-j", "--jobs"], &["--rebase", "-r", "--no-rebase", "--ff", "--no-ff", "--ff-only", "-q", "--quiet", "-v", "--verbose", "--all", "-p", "--prune", "-f", "--force", "-t", "--tags", "--autostash", "--no-autostash", "--squash", "--no-squash", "--commit", "--no-commit", "--edit", "--no-edit", "--stat", "--no-stat", "--unshallow"]),
+    t("git add", &["--chmod", "--pathspec-from-file"], &["-A", "--all", "-u", "--update", "-p", "--patch", "-i", "--interactive", "-f", "--force", "-n", "--dry-run", "-v", "--verbose", "-N", "--intent-to-add", "--no-all", "--ignore-removal", "--refresh", "--ignore-errors", "--renormalize", "-e", "--edit", "--sparse"]),
+    t("git stash", &["-m", "--message", "--pathspec-from-file"], &["-u", "--include-untracked", "-a", "--all", "-k", "--keep-index", "--no-keep-index", "-p", "--patch", "-q", "--quiet", "--index", "-S", "--staged"]),
+    t("git tag", &["-m", "--message", "-F", "--file", "-u", "--local-user", "--contains", "--no-contains", "--merged", "--no-merged", "--points-at", "--sort", "--format", "-n", "--cleanup"], &["-a", "--annotate", "-s", "--sign", "-d", "--delete", "-f", "--force", "-l", "--list", "-v", "--verify", "-e", "--edit", "-i", "--ignore-case"]),
+    t("git show", &["--format", "--pretty", "-U", "--unified", "--output"], &["--stat", "--name-only", "--name-status", "--oneline", "-s", "--no-patch", "-p", "--patch", "--no-color", "--color", "-q", "--quiet", "--abbrev-commit", "--raw", "-w", "-m", "--first-parent"]),
+    t("git remote", &["-t", "-m"], &["-v", "--verbose", "-f", "--tags", "--no-tags", "--mirror", "--push", "--add", "--delete", "--all", "-n", "--dry-run"]),
+    t("git config", &["--file", "-f", "--blob", "--type", "--default", "--comment"], &["--global", "--system", "--local", "--worktree", "-l", "--list", "--get", "--get-all", "--get-regexp", "--unset", "--unset-all", "--add", "--replace-all", "--show-origin", "--show-scope", "--name-only", "-z", "--null", "--bool", "--int", "--path", "-e", "--edit", "--includes", "--no-includes"]),
+    t("git worktree", &["-b", "-B", "--reason", "--expire"], &["-f", "--force", "--detach", "--checkout", "--no-checkout", "--lock", "-q", "--quiet", "--porcelain", "-v", "--verbose", "--track", "--no-track", "--guess-remote", "--orphan", "-n", "--dry-run"]),
+    t("git merge", &["-m", "-F", "--file", "-s", "--strategy", "-X", "--strategy-option", "--into-name"], &["--commit", "--no-commit", "--edit", "-e", "--no-edit", "--ff", "--no-ff", "--ff-only", "--squash", "--no-squash", "--abort", "--continue", "--quit", "-q", "--quiet", "-v", "--verbose", "--stat", "-n", "--no-stat", "--autostash", "--no-autostash", "--allow-unrelated-histories", "--no-verify", "--signoff"]),
+    t("git restore", &["-s", "--source", "--pathspec-from-file", "--conflict"], &["-p", "--patch", "-W", "--worktree", "-S", "--staged", "-q", "--quiet", "--progress", "--no-progress", "--ours", "--theirs", "-m", "--merge", "--ignore-unmerged", "--overlay", "--no-overlay", "--recurse-submodules"]),
+    t("git rm", &["--pathspec-from-file"], &["-f", "--force", "-n", "--dry-run", "-r", "--cached", "--ignore-unmatch", "-q", "--quiet", "--sparse"]),
+    t("git clone", &["-o", "--origin", "-b", "--branch", "-u", "--upload-pack", "--reference", "--depth", "--shallow-since", "--shallow-exclude", "-c", "--config", "--separate-git-dir", "-j", "--jobs", "--filter", "--template"], &["-l", "--local", "--no-hardlinks", "-s", "--shared", "-q", "--quiet", "-v", "--verbose", "--progress", "-n", "--no-checkout", "--bare", "--mirror", "--single-branch", "--no-single-branch", "--no-tags", "--recurse-submodules", "--recursive", "--sparse"]),
+    // cargo(1) and its common subcommands share one option vocabulary.
+    sub("cargo", &["--manifest-path", "-p", "--package", "--target", "--target-dir", "--features", "-F", "-j", "--jobs", "--bin", "--example", "--test", "--bench", "--profile", "--color", "--config", "-Z", "--message-format", "--exclude", "--lockfile-path", "--timings", "--index", "--registry", "--vers", "--version", "--git", "--branch", "--tag", "--rev", "--path", "--root", "--edition", "--name", "--vcs", "--rename", "--precise", "--format", "-e", "--invert", "--depth", "--prefix", "--token", "-C"],
+        &["--release", "-r", "--all-features", "--no-default-features", "--workspace", "--all", "-q", "--quiet", "-v", "-vv", "--verbose", "--offline", "--locked", "--frozen", "--lib", "--bins", "--tests", "--benches", "--examples", "--all-targets", "--no-run", "--doc", "--no-fail-fast", "--keep-going", "--future-incompat-report", "--ignore-rust-version", "--unit-graph", "--build-plan", "-h", "--help", "--list", "--force", "-f", "--dry-run", "-n", "--no-deps", "--open", "--document-private-items", "--fix", "--allow-dirty", "--allow-staged", "--allow-no-vcs", "--tests", "--no-verify", "--check", "--locked", "--dev", "--build", "--optional", "--no-optional", "--duplicates", "-d", "--no-dedupe", "--all-targets", "--no-track"]),
+    // npm(1): global config options that take values, and common boolean switches.
+    sub("npm", &["--registry", "--prefix", "-w", "--workspace", "--tag", "--access", "--cache", "--otp", "--userconfig", "--globalconfig", "--loglevel", "--omit", "--include", "--install-strategy", "--script-shell", "-C"],
+        &["-g", "--global", "--save-dev", "-D", "--save", "-S", "--save-optional", "-O", "--save-exact", "-E", "--save-peer", "--no-save", "--force", "-f", "--dry-run", "--production", "--ignore-scripts", "-y", "--yes", "--silent", "-s", "-q", "--quiet", "-d", "--verbose", "--json", "--parseable", "-p", "--long", "-l", "--all", "-a", "--workspaces", "--ws", "--if-present", "--no-audit", "--no-fund", "--legacy-peer-deps", "--prefer-offline", "--offline", "--ci", "--no-package-lock", "--package-lock-only", "--include-workspace-root", "-h", "--help", "-v", "--version"]),
+    sub("pnpm", &["--filter", "-F", "--dir", "-C", "--registry", "--store-dir", "--reporter", "--workspace-root"], &["-r", "--recursive", "-w", "-g", "--global", "-D", "--save-dev", "-P", "--save-prod", "-O", "--frozen-lockfile", "--prod", "--dev", "--offline", "--prefer-offline", "--silent", "-s", "--if-present", "--ignore-scripts"]),
+    sub("yarn", &["--cwd", "--registry", "--cache-folder", "--modules-folder"], &["-D", "--dev", "-P", "--peer", "-O", "--optional", "-E", "--exact", "--frozen-lockfile", "--immutable", "--production", "--offline", "--prefer-offline", "--silent", "-s", "--ignore-scripts", "-W", "--ignore-workspace-root-check"]),
+    // docker(1) / podman(1): global options and `run`/`exec`.
+    sub("docker", &["-H", "--host", "--context", "-c", "--config", "-l", "--log-level", "--tlscacert", "--tlscert", "--tlskey"], &["-D", "--debug", "--tls", "--tlsverify", "-v", "--version"]),
+    t("docker run", &["-v", "--volume", "-e", "--env", "-p", "--publish", "--name", "-w", "--workdir", "-u", "--user", "--network", "--net", "--entrypoint", "--mount", "--env-file", "-m", "--memory", "--cpus", "--platform", "-h", "--hostname", "--add-host", "--cap-add", "--cap-drop", "--security-opt", "--device", "-l", "--label", "--restart", "--pid", "--ipc", "--userns", "--ulimit", "--tmpfs", "--shm-size", "--log-driver", "--log-opt", "--gpus", "--pull", "--stop-signal", "--stop-timeout", "--health-cmd", "--dns", "--cidfile", "-a", "--attach", "--volumes-from", "--link", "--expose"],
+        &["-d", "--detach", "--rm", "-i", "--interactive", "-t", "--tty", "--privileged", "-P", "--publish-all", "--read-only", "--init", "-q", "--quiet", "--no-healthcheck", "--sig-proxy", "--oom-kill-disable"]),
+    t("docker exec", &["-e", "--env", "--env-file", "-u", "--user", "-w", "--workdir", "--detach-keys"], &["-d", "--detach", "-i", "--interactive", "-t", "--tty", "--privileged"]),
+    sub("podman", &["--url", "-c", "--connection", "--root", "--runroot", "--log-level"], &["--remote", "-r", "-v", "--version"]),
+    // kubectl(1): global flags are accepted anywhere.
+    sub("kubectl", &["-n", "--namespace", "--context", "-f", "--filename", "-l", "--selector", "-o", "--output", "--kubeconfig", "-c", "--container", "--cluster", "--user", "-s", "--server", "--token", "--field-selector", "--sort-by", "--timeout", "--grace-period", "--replicas", "--image", "--type", "--port", "--from-literal", "--from-file", "--as", "--as-group", "--cache-dir", "--request-timeout", "-k", "--kustomize", "--dry-run", "--template", "--since", "--tail"],
+        &["-A", "--all-namespaces", "-w", "--watch", "--force", "--all", "-R", "--recursive", "-i", "--stdin", "-t", "--tty", "--show-labels", "--wide", "-p", "--previous", "--now", "--insecure-skip-tls-verify", "--overwrite", "--record"]),
+    // curl(1): the options agents use; most curl options take a value.
+    t("curl", &["-X", "--request", "-H", "--header", "-d", "--data", "--data-raw", "--data-binary", "--data-urlencode", "--data-ascii", "--json", "-o", "--output", "-u", "--user", "-A", "--user-agent", "-e", "--referer", "-b", "--cookie", "-c", "--cookie-jar", "-F", "--form", "--form-string", "-T", "--upload-file", "-x", "--proxy", "--connect-timeout", "-m", "--max-time", "-w", "--write-out", "-K", "--config", "--url", "--resolve", "--connect-to", "--cacert", "--capath", "--cert", "-E", "--key", "-r", "--range", "-U", "--proxy-user", "--retry", "--retry-delay", "--retry-max-time", "-Y", "--speed-limit", "-y", "--speed-time", "-z", "--time-cond", "--limit-rate", "--max-filesize", "--max-redirs", "--interface", "--dns-servers", "--doh-url", "-D", "--dump-header", "--trace", "--trace-ascii", "--stderr", "--output-dir", "-Q", "--quote", "--noproxy", "--oauth2-bearer", "--unix-socket", "--abstract-unix-socket", "--variable", "--expand-url", "-P", "--ftp-port", "--ciphers", "--tls-max", "--pinnedpubkey", "--aws-sigv4", "--proto", "--proto-redir", "--url-query", "--etag-save", "--etag-compare", "--hsts", "--alt-svc", "--netrc-file"],
+        &["-s", "--silent", "-S", "--show-error", "-L", "--location", "-k", "--insecure", "-f", "--fail", "--fail-with-body", "-v", "--verbose", "-i", "--include", "-I", "--head", "-O", "--remote-name", "-J", "--remote-header-name", "-N", "--no-buffer", "-#", "--progress-bar", "--compressed", "-G", "--get", "-g", "--globoff", "-4", "--ipv4", "-6", "--ipv6", "-n", "--netrc", "--netrc-optional", "-l", "--list-only", "-a", "--append", "-R", "--remote-time", "-Z", "--parallel", "--http1.1", "--http2", "--http3", "--create-dirs", "--location-trusted", "--no-keepalive", "--tcp-nodelay", "-q", "--disable", "-h", "--help", "-V", "--version", "-j", "--junk-session-cookies", "-p", "--proxytunnel", "--ssl-reqd", "--tlsv1.2", "--tlsv1.3", "--raw", "--path-as-is", "--remote-name-all", "--xattr"]),
+    t("wget", &["-O", "--output-document", "-o", "--output-file", "-a", "--append-output", "-P", "--directory-prefix", "--header", "-U", "--user-agent", "-t", "--tries", "-T", "--timeout", "-i", "--input-file", "-e", "--execute", "--user", "--password", "-l", "--level", "-A", "--accept", "-R", "--reject", "-D", "--domains", "--post-data", "--post-file", "--method", "--body-data", "--limit-rate", "-w", "--wait", "-Q", "--quota", "--load-cookies", "--save-cookies", "--ca-certificate", "--certificate", "--private-key"],
+        &["-q", "--quiet", "-c", "--continue", "-r", "--recursive", "-N", "--timestamping", "-nv", "--no-verbose", "-np", "--no-parent", "-k", "--convert-links", "-m", "--mirror", "-p", "--page-requisites", "-b", "--background", "-v", "--verbose", "-S", "--server-response", "--spider", "-x", "--force-directories", "-nd", "--no-directories", "-nc", "--no-clobber", "--no-check-certificate", "-4", "-6", "-h", "--help", "-V", "--version"]),
+    // coreutils and friends whose options never take a separate value unless listed.
+    closed("rm", &[], &["-r", "-R", "--recursive", "-f", "--force", "-i", "-I", "--interactive", "-v", "--verbose", "-d", "--dir", "--one-file-system", "--no-preserve-root", "--preserve-root", "--help", "--version"]),
+    closed("rmdir", &[], &["-p", "--parents", "-v", "--verbose", "--ignore-fail-on-non-empty"]),
+    closed("chmod", &["--reference"], &["-R", "--recursive", "-v", "--verbose", "-c", "--changes", "-f", "--silent", "--quiet", "--preserve-root", "--no-preserve-root", "-h", "--no-dereference", "-H", "-L", "-P"]),
+    closed("chown", &["--from", "--reference"], &["-R", "--recursive", "-h", "--no-dereference", "--dereference", "-v", "--verbose", "-c", "--changes", "-f", "--silent", "--quiet", "--preserve-root", "--no-preserve-root", "-H", "-L", "-P"]),
+    closed("chgrp", &["--reference"], &["-R", "--recursive", "-h", "--no-dereference", "--dereference", "-v", "--verbose", "-c", "--changes", "-f", "--silent", "--quiet", "--preserve-root", "--no-preserve-root", "-H", "-L", "-P"]),
+    closed("cp", &["-t", "--target-directory", "-S", "--suffix", "--backup", "--preserve", "--no-preserve", "--sparse", "--reflink"], &["-r", "-R", "--recursive", "-a", "--archive", "-f", "--force", "-i", "--interactive", "-n", "--no-clobber", "-v", "--verbose", "-p", "-u", "--update", "-l", "--link", "-s", "--symbolic-link", "-L", "--dereference", "-P", "--no-dereference", "-d", "-H", "-T", "--no-target-directory", "-x", "--one-file-system", "--parents", "--remove-destination", "--strip-trailing-slashes", "-b", "--attributes-only", "--debug", "-Z"]),
+    closed("mv", &["-t", "--target-directory", "-S", "--suffix", "--backup"], &["-f", "--force", "-i", "--interactive", "-n", "--no-clobber", "-v", "--verbose", "-u", "--update", "-T", "--no-target-directory", "-b", "--strip-trailing-slashes", "--exchange", "--no-copy", "--debug", "-Z"]),
+    closed("ln", &["-t", "--target-directory", "-S", "--suffix", "--backup"], &["-s", "--symbolic", "-f", "--force", "-n", "--no-dereference", "-v", "--verbose", "-i", "--interactive", "-r", "--relative", "-L", "--logical", "-P", "--physical", "-T", "--no-target-directory", "-b", "-d", "-F", "--directory"]),
+    closed("mkdir", &["-m", "--mode", "--context"], &["-p", "--parents", "-v", "--verbose", "-Z"]),
+    closed("touch", &["-d", "--date", "-r", "--reference", "-t", "--time"], &["-a", "-c", "--no-create", "-f", "-h", "--no-dereference", "-m"]),
+    closed("ls", &["-I", "--ignore", "-w", "--width", "-T", "--tabsize", "--color", "--format", "--sort", "--time", "--time-style", "--block-size", "--hide", "--indicator-style", "--quoting-style"],
+        &["-a", "--all", "-A", "--almost-all", "-l", "-h", "--human-readable", "-t", "-r", "--reverse", "-R", "--recursive", "-S", "-1", "-d", "--directory", "-F", "--classify", "-i", "--inode", "-s", "--size", "-G", "--no-group", "-n", "--numeric-uid-gid", "-o", "-g", "-p", "-Q", "--quote-name", "-c", "-u", "-U", "-v", "-X", "-x", "-C", "-m", "-k", "-L", "--dereference", "-H", "-N", "--literal", "-q", "-b", "--escape", "--group-directories-first", "--full-time", "--si", "-Z", "--context", "--author"]),
+    closed("cat", &[], &["-A", "--show-all", "-b", "--number-nonblank", "-e", "-E", "--show-ends", "-n", "--number", "-s", "--squeeze-blank", "-t", "-T", "--show-tabs", "-u", "-v", "--show-nonprinting"]),
+    closed("head", &["-n", "--lines", "-c", "--bytes"], &["-q", "--quiet", "--silent", "-v", "--verbose", "-z", "--zero-terminated"]),
+    closed("tail", &["-n", "--lines", "-c", "--bytes", "-s", "--sleep-interval", "--pid", "--max-unchanged-stats"], &["-f", "--follow", "-F", "-q", "--quiet", "--silent", "-v", "--verbose", "-z", "--zero-terminated", "--retry"]),
+    closed("grep", &["-e", "--regexp", "-f", "--file", "-m", "--max-count", "-A", "--after-context", "-B", "--before-context", "-C", "--context", "--include", "--exclude", "--exclude-dir", "--exclude-from", "--label", "--color", "--colour", "-d", "--directories", "-D", "--devices", "--binary-files", "--group-separator"],
+        &["-i", "--ignore-case", "-v", "--invert-match", "-r", "--recursive", "-R", "--dereference-recursive", "-n", "--line-number", "-l", "--files-with-matches", "-L", "--files-without-match", "-c", "--count", "-o", "--only-matching", "-q", "--quiet", "--silent", "-s", "--no-messages", "-E", "--extended-regexp", "-F", "--fixed-strings", "-G", "--basic-regexp", "-P", "--perl-regexp", "-w", "--word-regexp", "-x", "--line-regexp", "-h", "--no-filename", "-H", "--with-filename", "-a", "--text", "-I", "-z", "--null-data", "-Z", "--null", "-b", "--byte-offset", "-T", "--initial-tab", "-U", "--binary", "--line-buffered", "--no-ignore-case", "-y"]),
+    closed("wc", &["--files0-from"], &["-c", "--bytes", "-m", "--chars", "-l", "--lines", "-L", "--max-line-length", "-w", "--words", "--total"]),
+    closed("echo", &[], &["-n", "-e", "-E"]),
+    t("sed", &["-e", "--expression", "-f", "--file", "-l", "--line-length", "-i", "--in-place", "-s", "--separate"], &["-n", "--quiet", "--silent", "-E", "-r", "--regexp-extended", "-z", "--null-data", "-u", "--unbuffered", "--posix", "--debug", "--sandbox", "--follow-symlinks"]),
+    t("tar", &["-f", "--file", "-C", "--directory", "-T", "--files-from", "-X", "--exclude-from", "--exclude", "-I", "--use-compress-program", "--transform", "--owner", "--group", "--mode", "--strip-components", "-b", "--blocking-factor", "-N", "--newer", "--format", "-H", "-K", "--starting-file", "-V", "--label"],
+        &["-c", "--create", "-x", "--extract", "--get", "-t", "--list", "-r", "--append", "-u", "--update", "-d", "--diff", "--delete", "-v", "--verbose", "-z", "--gzip", "-j", "--bzip2", "-J", "--xz", "--zstd", "-a", "--auto-compress", "-p", "--preserve-permissions", "-P", "--absolute-names", "-k", "--keep-old-files", "--overwrite", "-O", "--to-stdout", "-h", "--dereference", "-m", "--touch", "-S", "--sparse", "-W", "--verify", "--numeric-owner", "--no-same-owner", "--same-owner", "-o", "--remove-files", "--recursive", "--no-recursion", "-w", "--interactive"]),
+    t("ssh", &["-b", "-c", "-D", "-E", "-e", "-F", "-I", "-i", "-J", "-L", "-l", "-m", "-O", "-o", "-p", "-Q", "-R", "-S", "-W", "-w", "-B"], &["-4", "-6", "-A", "-a", "-C", "-f", "-G", "-g", "-K", "-k", "-M", "-N", "-n", "-q", "-s", "-T", "-t", "-V", "-v", "-X", "-x", "-Y", "-y"]),
+    t("scp", &["-c", "-D", "-F", "-i", "-J", "-l", "-o", "-P", "-S", "-X"], &["-3", "-4", "-6", "-A", "-B", "-C", "-O", "-p", "-q", "-R", "-r", "-s", "-T", "-v"]),
+    t("rsync", &["-e", "--rsh", "--exclude", "--include", "--exclude-from", "--include-from", "--files-from", "--filter", "-f", "--chmod", "--chown", "--timeout", "--bwlimit", "--log-file", "--rsync-path", "--backup-dir", "--suffix", "-T", "--temp-dir", "--compare-dest", "--copy-dest", "--link-dest", "-B", "--block-size", "--max-size", "--min-size", "--port", "--password-file"],
+        &["-a", "--archive", "-v", "--verbose", "-z", "--compress", "-r", "--recursive", "-n", "--dry-run", "--delete", "--delete-before", "--delete-during", "--delete-after", "--delete-excluded", "-P", "--progress", "--partial", "-h", "--human-readable", "-u", "--update", "-c", "--checksum", "-l", "--links", "-L", "--copy-links", "-p", "--perms", "-t", "--times", "-g", "--group", "-o", "--owner", "-D", "-H", "--hard-links", "-A", "--acls", "-X", "--xattrs", "-x", "--one-file-system", "-q", "--quiet", "--stats", "-i", "--itemize-changes", "--remove-source-files", "-R", "--relative", "-b", "--backup", "-W", "--whole-file", "--inplace", "--append", "-S", "--sparse", "--no-perms", "--no-owner", "--no-group", "--ignore-existing", "--existing", "--mkpath"]),
+    t("pip", &["-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-t", "--target", "--prefix", "--root", "-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--python", "--cache-dir", "--log", "--proxy", "--timeout", "--retries", "--trusted-host", "--platform", "--python-version", "--implementation", "--abi", "--only-binary", "--no-binary", "--progress-bar", "--report", "--config-settings", "-C", "--src", "--upgrade-strategy", "--format"],
+        &["-U", "--upgrade", "--user", "--force-reinstall", "-I", "--ignore-installed", "--no-deps", "--pre", "-q", "--quiet", "-v", "--verbose", "--no-cache-dir", "--dry-run", "-y", "--yes", "--break-system-packages", "--no-index", "--isolated", "--require-hashes", "--no-build-isolation", "--no-warn-script-location", "--disable-pip-version-check", "-l", "--local", "-o", "--outdated", "-u", "--uptodate", "--not-required", "--json"]),
+    t("python", &["-c", "-m", "-W", "-X", "--check-hash-based-pycs"], &["-b", "-B", "-d", "-E", "-h", "-i", "-I", "-O", "-OO", "-P", "-q", "-s", "-S", "-u", "-v", "-V", "-x", "--version", "--help"]),
+    t("python3", &["-c", "-m", "-W", "-X", "--check-hash-based-pycs"], &["-b", "-B", "-d", "-E", "-h", "-i", "-I", "-O", "-OO", "-P", "-q", "-s", "-S", "-u", "-v", "-V", "-x", "--version", "--help"]),
+    t("node", &["-e", "--eval", "-p", "--print", "-r", "--require", "--import", "--loader", "--experimental-loader", "--input-type", "--env-file", "--conditions", "-C", "--inspect-port", "--max-old-space-size", "--stack-size", "--title"], &["-i", "--interactive", "-c", "--check", "-v", "--version", "-h", "--help", "--inspect", "--inspect-brk", "--test", "--watch", "--no-warnings", "--trace-warnings", "--enable-source-maps", "--experimental-vm-modules", "--preserve-symlinks"]),
+    sub("gh", &["-R", "--repo", "--hostname", "-t", "--title", "-b", "--body", "-F", "--body-file", "-B", "--base", "-H", "--head", "-l", "--label", "-a", "--assignee", "-r", "--reviewer", "-m", "--milestone", "-p", "--project", "-L", "--limit", "-s", "--state", "--json", "-q", "--jq", "--template", "-X", "--method", "-f", "--raw-field", "--field", "--input", "--cache", "-A", "--author", "-S", "--search", "-w", "--workflow", "-e", "--env", "-o", "--org", "--branch", "-c", "--commit", "--ref"],
+        &["-w", "--web", "-d", "--draft", "--fill", "--fill-first", "--fill-verbose", "--paginate", "--slurp", "-i", "--include", "--silent", "--verbose", "--merge", "--squash", "--rebase", "--auto", "--admin", "--delete-branch", "--yes", "-y", "--force", "--dry-run", "--no-maintainer-edit", "--approve", "--comment", "--request-changes"]),
+    sub("go", &["-C", "-o", "-p", "-run", "-bench", "-count", "-timeout", "-tags", "-ldflags", "-gcflags", "-asmflags", "-mod", "-modfile", "-pkgdir", "-coverprofile", "-coverpkg", "-covermode", "-cpu", "-parallel", "-benchtime", "-memprofile", "-cpuprofile", "-exec", "-toolexec", "-overlay", "-buildmode", "-compiler", "-installsuffix", "-skip", "-shuffle", "-fuzz", "-fuzztime", "-f"],
+        &["-v", "-x", "-n", "-a", "-race", "-msan", "-asan", "-cover", "-short", "-failfast", "-json", "-u", "-d", "-t", "-i", "-benchmem", "-trimpath", "-work", "-modcacherw", "-buildvcs", "-linkshared", "-insecure", "-fix", "-m", "-l", "-w", "-e", "-s"]),
+    single("find", &["-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex", "-iregex", "-type", "-xtype", "-size", "-perm", "-user", "-group", "-uid", "-gid", "-newer", "-anewer", "-cnewer", "-mtime", "-atime", "-ctime", "-mmin", "-amin", "-cmin", "-maxdepth", "-mindepth", "-links", "-inum", "-samefile", "-lname", "-ilname", "-fstype", "-used", "-printf", "-fprintf", "-fprint", "-fprint0", "-fls", "-regextype", "-context", "-files0-from", "-D", "-O"],
+        &["-delete", "-print", "-print0", "-ls", "-prune", "-quit", "-empty", "-executable", "-readable", "-writable", "-true", "-false", "-depth", "-mount", "-xdev", "-noleaf", "-follow", "-nouser", "-nogroup", "-not", "-and", "-or", "-a", "-o", "-P", "-L", "-H", "-daystart", "-ignore_readdir_race", "-noignore_readdir_race", "-warn", "-nowarn", "-help", "-version"]),
+    t("make", &["-C", "--directory", "-f", "--file", "--makefile", "-I", "--include-dir", "-j", "--jobs", "-l", "--load-average", "-o", "--old-file", "--assume-old", "-W", "--what-if", "--new-file", "--assume-new", "-O", "--output-sync", "--eval", "--debug"], &["-B", "--always-make", "-d", "-e", "--environment-overrides", "-i", "--ignore-errors", "-k", "--keep-going", "-n", "--just-print", "--dry-run", "--recon", "-p", "--print-data-base", "-q", "--question", "-r", "--no-builtin-rules", "-R", "--no-builtin-variables", "-s", "--silent", "--quiet", "-S", "--no-keep-going", "--stop", "-t", "--touch", "-v", "--version", "-w", "--print-directory", "--no-print-directory", "--trace"]),
+    t("dd", &[], &[]),
+    t("sudo", &["-u", "--user", "-g", "--group", "-C", "--close-from", "-D", "--chdir", "-h", "--host", "-p", "--prompt", "-r", "--role", "-t", "--type", "-T", "--command-timeout", "-U", "--other-user", "-R", "--chroot"], &["-A", "--askpass", "-b", "--background", "-E", "--preserve-env", "-H", "--set-home", "-i", "--login", "-K", "--remove-timestamp", "-k", "--reset-timestamp", "-l", "--list", "-n", "--non-interactive", "-P", "--preserve-groups", "-S", "--stdin", "-s", "--shell", "-V", "--version", "-v", "--validate", "-e", "--edit", "-B", "--bell", "-N", "--no-update"]),
+    t("systemctl", &["-t", "--type", "--state", "-p", "--property", "-H", "--host", "-M", "--machine", "-n", "--lines", "-o", "--output", "--signal", "-s", "--kill-whom", "--root", "--job-mode"], &["-a", "--all", "-r", "--recursive", "--user", "--system", "--global", "--now", "--force", "-f", "-q", "--quiet", "--no-block", "--no-pager", "--no-legend", "--runtime", "-l", "--full", "--failed", "-i", "--ignore-inhibitors", "--dry-run", "--no-reload", "--no-ask-password", "--show-types"]),
+];
+
+/// Find the table for `name` (a basename), or for `name sub`.
+pub fn table(name: &str) -> Option<&'static Table> {
+    TABLES.iter().find(|t| t.name == name)
+}
+
+/// The subcommand table for `cmd sub`, if any.
+pub fn sub_table(cmd: &str, sub: &str) -> Option<&'static Table> {
+    // A stack buffer would avoid the allocation, but this runs once per judged command.
+    let key = format!("{cmd} {sub}");
+    TABLES.iter().find(|t| t.name == key)
+}
+
+/// What is known of one option in a command's context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arity {
+    /// Takes a value (the rest of a short cluster, `=v`, or the next argument).
+    Value,
+    /// Never takes a separate value.
+    Flag,
+    /// Not known: both readings are possible.
+    Unknown,
+}
+
+/// Whether `opt` is listed (not merely implied by a closed table) in the tables in force.
+pub fn listed(tables: &[&'static Table], opt: &str) -> bool {
+    tables.iter().any(|t| t.value.contains(&opt) || t.flags.contains(&opt))
+}
+
+/// Look `opt` (`-C`, `--force`) up in the tables in force, innermost first.
+pub fn arity(tables: &[&'static Table], opt: &str) -> Arity {
+    for t in tables.iter().rev() {
+        if t.value.contains(&opt) {
+            return Arity::Value;
+        }
+        if t.flags.contains(&opt) {
+            return Arity::Flag;
+        }
+    }
+    if tables.last().is_some_and(|t| t.closed) {
+        return Arity::Flag;
+    }
+    Arity::Unknown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_option_is_both_value_and_flag_in_one_table() {
+        for t in TABLES {
+            for v in t.value {
+                assert!(!t.flags.contains(v), "{} lists {v} as both value and flag", t.name);
+            }
+            for o in t.value.iter().chain(t.flags) {
+                assert!(o.starts_with('-'), "{}: `{o}` is not an option", t.name);
+            }
+        }
+    }
+
+    #[test]
+    fn table_names_are_unique() {
+        let mut names: Vec<&str> = TABLES.iter().map(|t| t.name).collect();
+        names.sort_unstable();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(before, names.len());
+    }
+
+    #[test]
+    fn lookups() {
+        let git = table("git").unwrap();
+        let push = sub_table("git", "push").unwrap();
+        assert_eq!(arity(&[git], "-C"), Arity::Value);
+        assert_eq!(arity(&[git, push], "-f"), Arity::Flag);
+        assert_eq!(arity(&[git, push], "--frobnicate"), Arity::Unknown);
+        assert_eq!(arity(&[table("rm").unwrap()], "--whatever"), Arity::Flag);
+    }
+}
