@@ -266,6 +266,13 @@ pub enum Unparseable {
         /// The limit.
         limit: usize,
     },
+    /// The result would be too large: every command copies its context and inherited
+    /// redirects, so deep nesting around very many commands is refused.
+    #[error("the parsed result would hold more than {limit} entries")]
+    TooComplex {
+        /// The budget, in contexts, redirects, words and assignments over all commands.
+        limit: usize,
+    },
     /// Parsing took longer than the time budget.
     #[error("parsing took longer than {millis} ms")]
     Timeout {

@@ -42,9 +42,37 @@ impl Default for Limits {
     }
 }
 
-/// Syntax tree levels per shell construct: `$( … )` costs about four node levels
-/// (substitution, command, argument, …); the walker's limit is in node levels.
-const NODES_PER_LEVEL: usize = 6;
+/// Syntax tree levels allowed per shell construct: `"$(…)"` costs about four node levels
+/// (string, substitution, command, argument), `a && b && …` one per operator. The node-level
+/// bound is a safety net for the walker's recursion; constructs are counted exactly.
+const NODES_PER_LEVEL: usize = 16;
+
+/// Stack for the thread that walks the tree. The walker recurses once per syntax level (at
+/// most `max_depth * NODES_PER_LEVEL`), a few KiB per level in debug builds; a thread of its
+/// own makes that independent of the caller's stack (test threads have 2 MiB). The memory is
+/// reserved, not committed, until used.
+const WALK_STACK: usize = 64 << 20;
+
+/// Node kinds that open a nesting level, for [`Limits::max_depth`].
+fn opens_level(kind: &str) -> bool {
+    matches!(
+        kind,
+        "command_substitution"
+            | "process_substitution"
+            | "subshell"
+            | "compound_statement"
+            | "if_statement"
+            | "while_statement"
+            | "for_statement"
+            | "c_style_for_statement"
+            | "case_statement"
+            | "arithmetic_expansion"
+            | "expansion"
+            | "parenthesized_expression"
+            | "test_command"
+            | "array"
+    )
+}
 
 thread_local! {
     static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
@@ -55,6 +83,25 @@ pub(crate) fn parse(source: &str, limits: &Limits) -> Result<CommandTree, Unpars
         return Err(Unparseable::TooLarge { len: source.len(), limit: limits.max_bytes });
     }
     let deadline = Instant::now() + limits.timeout;
+    let needed = limits.max_depth.saturating_mul(NODES_PER_LEVEL).saturating_mul(8 << 10);
+    let stack = WALK_STACK.max(needed.min(1 << 30));
+    std::thread::scope(|s| {
+        match std::thread::Builder::new()
+            .name("pinfold-shell-parse".into())
+            .stack_size(stack)
+            .spawn_scoped(s, || parse_here(source, limits, deadline))
+        {
+            Ok(handle) => match handle.join() {
+                Ok(r) => r,
+                Err(panic) => std::panic::resume_unwind(panic),
+            },
+            // No thread to be had: walk here, with the depth bound as the only guard.
+            Err(_) => parse_here(source, limits, deadline),
+        }
+    })
+}
+
+fn parse_here(source: &str, limits: &Limits, deadline: Instant) -> Result<CommandTree, Unparseable> {
     let mut w = Walker {
         top: source,
         src: source,
@@ -72,12 +119,22 @@ pub(crate) fn parse(source: &str, limits: &Limits) -> Result<CommandTree, Unpars
         parent: None,
         wrappers: Vec::new(),
         error: None,
+        steps: 0,
+        budget: output_budget(source.len()),
+        aliases: Vec::new(),
     };
     w.parse_text(source)?;
     if let Some(e) = w.error {
         return Err(e);
     }
     Ok(CommandTree { source: source.to_string(), commands: w.out, functions: w.functions })
+}
+
+/// How many context entries, redirects and words all commands together may hold: each command
+/// copies its context and inherited redirects, so 200 nested groups around 100 000 commands
+/// would otherwise take gigabytes.
+fn output_budget(len: usize) -> usize {
+    len.saturating_mul(16).saturating_add(1 << 20)
 }
 
 /// Parse text with tree-sitter, check it is complete, and return the tree.
@@ -113,7 +170,7 @@ fn syntax_tree(text: &str, deadline: Instant, limits: &Limits) -> Result<tree_si
             return Err(Unparseable::Timeout { millis: limits.timeout.as_millis() as u64 });
         }
         let tree = tree.ok_or(Unparseable::Timeout { millis: limits.timeout.as_millis() as u64 })?;
-        check_complete(&tree, text, limits)?;
+        check_complete(&tree, text, limits, deadline)?;
         Ok(tree)
     })
 }
@@ -121,24 +178,39 @@ fn syntax_tree(text: &str, deadline: Instant, limits: &Limits) -> Result<tree_si
 /// Fail closed: any ERROR or MISSING node, any nesting past the limit, or any input bytes the
 /// tree does not account for (tree-sitter can drop text after some heredocs) make the whole
 /// input unparseable.
-fn check_complete(tree: &tree_sitter::Tree, text: &str, limits: &Limits) -> Result<(), Unparseable> {
+fn check_complete(
+    tree: &tree_sitter::Tree,
+    text: &str,
+    limits: &Limits,
+    deadline: Instant,
+) -> Result<(), Unparseable> {
     let root = tree.root_node();
     let max_nodes = limits.max_depth.saturating_mul(NODES_PER_LEVEL);
     // Iterative pre-order walk: depth check, error search and coverage of leaf bytes.
     let mut cursor = root.walk();
-    let mut depth = 0usize;
+    // For each node on the path from the root: whether it opens a nesting level.
+    let mut path: Vec<bool> = Vec::new();
+    let mut levels = 0usize;
     let mut covered_to = 0usize;
     let mut first_error: Option<(usize, String)> = None;
+    let mut steps = 0usize;
     loop {
+        steps += 1;
+        if steps.is_multiple_of(4096) && Instant::now() > deadline {
+            return Err(Unparseable::Timeout { millis: limits.timeout.as_millis() as u64 });
+        }
         let node = cursor.node();
-        if depth > max_nodes {
+        let opens = opens_level(node.kind());
+        path.push(opens);
+        levels += usize::from(opens);
+        if path.len() > max_nodes || levels > limits.max_depth {
             return Err(Unparseable::TooDeep { limit: limits.max_depth });
         }
         if first_error.is_none() && (node.is_error() || node.is_missing()) {
             let what = if node.is_missing() {
                 format!("missing `{}`", node.kind())
             } else {
-                let t = &text[node.byte_range()];
+                let t = text.get(node.byte_range()).unwrap_or("");
                 let t: String = t.chars().take(30).collect();
                 format!("unexpected `{t}`")
             };
@@ -152,10 +224,12 @@ fn check_complete(tree: &tree_sitter::Tree, text: &str, limits: &Limits) -> Resu
             covered_to = covered_to.max(node.end_byte());
         }
         if !matches!(node.kind(), "heredoc_body" | "comment") && cursor.goto_first_child() {
-            depth += 1;
             continue;
         }
         loop {
+            if path.pop() == Some(true) {
+                levels -= 1;
+            }
             if cursor.goto_next_sibling() {
                 break;
             }
@@ -168,7 +242,6 @@ fn check_complete(tree: &tree_sitter::Tree, text: &str, limits: &Limits) -> Resu
                 }
                 return Ok(());
             }
-            depth -= 1;
         }
     }
 }
@@ -224,6 +297,12 @@ struct Walker<'a> {
     /// Wrappers enclosing the current string (for commands parsed from `sh -c`).
     wrappers: Vec<String>,
     error: Option<Unparseable>,
+    /// Nodes visited so far, to check the deadline now and then.
+    steps: usize,
+    /// What is left of [`output_budget`].
+    budget: usize,
+    /// Names given to `alias` so far: a later command of that name may run anything.
+    aliases: Vec<String>,
 }
 
 impl<'a> Walker<'a> {
@@ -285,6 +364,11 @@ impl<'a> Walker<'a> {
         if self.error.is_some() {
             return;
         }
+        self.steps += 1;
+        if self.steps.is_multiple_of(1024) && Instant::now() > self.deadline {
+            self.error = Some(Unparseable::Timeout { millis: self.limits.timeout.as_millis() as u64 });
+            return;
+        }
         self.depth += 1;
         if self.depth > self.max_nodes {
             self.error = Some(Unparseable::TooDeep { limit: self.limits.max_depth });
@@ -343,13 +427,61 @@ impl<'a> Walker<'a> {
                 };
                 self.with_ctx(c, |w| w.statements(n));
             }
-            "arithmetic_expansion" => self.with_ctx(Context::Arithmetic, |w| w.children(n)),
-            "heredoc_body" => self.with_ctx(Context::Heredoc, |w| w.children(n)),
+            "arithmetic_expansion" => {
+                // `$((X = 1))` assigns.
+                self.forget_assigned_in(n);
+                self.with_ctx(Context::Arithmetic, |w| w.children(n))
+            }
+            "heredoc_body" => {
+                self.heredoc_gaps(n);
+                self.with_ctx(Context::Heredoc, |w| w.children(n))
+            }
             "comment" => {}
+            "word" | "heredoc_content" | "string_content" | "regex" => {
+                // tree-sitter-bash leaves backticks inside heredoc bodies and `${x:-…}`
+                // operands as plain text; bash runs them.
+                if let Some(at) = unparsed_substitution(self.text(n))
+                    && self.error.is_none() {
+                        self.error = Some(Unparseable::Syntax {
+                            offset: self.span(n.start_byte() + at..n.end_byte()).start,
+                            detail: "a command substitution the parser left as text".into(),
+                        });
+                    }
+            }
             // Words and expressions: look inside for substitutions.
             _ => self.children(n),
         }
         self.depth -= 1;
+    }
+
+    /// In an unquoted heredoc, bash runs `` `…` `` and `$(…)` anywhere in the body; check the
+    /// text between the nodes tree-sitter made (sometimes the whole body) for any it missed.
+    fn heredoc_gaps(&mut self, body: Node<'_>) {
+        let quoted = body.parent().is_some_and(|r| {
+            let mut c = r.walk();
+            let start = r.children(&mut c).find(|k| k.kind() == "heredoc_start");
+            start.is_some_and(|k| self.text(k).contains(['\'', '"', '\\']))
+        });
+        if quoted {
+            return;
+        }
+        let mut pos = body.start_byte();
+        let mut c = body.walk();
+        let mut ranges: Vec<Range<usize>> = body.children(&mut c).map(|k| k.byte_range()).collect();
+        ranges.push(body.end_byte()..body.end_byte());
+        for r in ranges {
+            if r.start > pos
+                && let Some(at) = unparsed_substitution(&self.src[pos..r.start]) {
+                    if self.error.is_none() {
+                        self.error = Some(Unparseable::Syntax {
+                            offset: self.span(pos + at..pos + at).start,
+                            detail: "a command substitution the parser left as text".into(),
+                        });
+                    }
+                    return;
+                }
+            pos = pos.max(r.end);
+        }
     }
 
     /// A sequence of statements; one followed by `&` runs in the background.
@@ -372,9 +504,20 @@ impl<'a> Walker<'a> {
     /// Variables assigned anywhere in a loop may hold any of their values on a later
     /// iteration: forget them before walking the loop.
     fn forget_assigned_in(&mut self, n: Node<'_>) {
+        // Inside a loop everything it assigns is forgotten already, and nothing assigned
+        // there becomes known again (see `assign`): walking the subtree again would make
+        // nested loops quadratic.
+        if self.ctx.iter().any(|c| matches!(c, Context::While | Context::Until | Context::For)) {
+            return;
+        }
         let mut stack = vec![n];
         while let Some(x) = stack.pop() {
             match x.kind() {
+                "binary_expression" | "postfix_expression" | "unary_expression" => {
+                    if let Some(name) = arith_assigned(x, self.src) {
+                        self.vars.map.insert(name.to_string(), Var::Unknown);
+                    }
+                }
                 "variable_assignment" => {
                     if let Some(name) = x.child_by_field_name("name") {
                         let name = assigned_name(self.text(name));
@@ -410,6 +553,12 @@ impl<'a> Walker<'a> {
             .unwrap_or_default();
         let span = self.span(n.byte_range());
         self.functions.push((name.clone(), span));
+        // `f() { …; } > log`: every run of the body writes to log.
+        let mut c = n.walk();
+        let redirect_nodes: Vec<Node<'_>> = n.children_by_field_name("redirect", &mut c).collect();
+        let rs = self.redirect_list(redirect_nodes.iter(), true);
+        let before = self.inherited.len();
+        self.inherited.extend(rs);
         // The body runs when called, with whatever variables hold then: walk it knowing
         // nothing, then forget everything it may assign.
         let saved = std::mem::take(&mut self.vars);
@@ -419,16 +568,14 @@ impl<'a> Walker<'a> {
                 w.visit(body);
             }
         });
+        self.inherited.truncate(before);
         let assigned_in_body: Vec<String> = self.vars.map.keys().cloned().collect();
         self.vars = saved;
         for k in assigned_in_body {
             self.vars.map.insert(k, Var::Unknown);
         }
-        // `f() { …; } > log` and the like.
-        let mut c = n.walk();
-        let redirects: Vec<Node<'_>> = n.children_by_field_name("redirect", &mut c).collect();
-        for r in redirects {
-            self.visit(r);
+        for r in redirect_nodes {
+            self.redirect_inner(r);
         }
     }
 
@@ -437,12 +584,26 @@ impl<'a> Walker<'a> {
         let redirect_nodes: Vec<Node<'_>> = n.children_by_field_name("redirect", &mut c).collect();
         let body = n.child_by_field_name("body");
         match body {
-            Some(b) if b.kind() == "command" => self.command(b, redirect_nodes, n.byte_range()),
+            Some(b) if b.kind() == "command" => {
+                // With `cat <<EOF && rm x`, the redirected statement runs to the end of the
+                // heredoc and holds `rm x`: end the span before the folded-in operator.
+                let mut span = n.byte_range();
+                for r in &redirect_nodes {
+                    if heredoc_pipeline(*r).is_some() {
+                        let mut c = r.walk();
+                        let op = r.children(&mut c).find(|k| {
+                            k.kind() == "pipeline" || !k.is_named() && connector_context(k.kind()).is_some()
+                        });
+                        if let Some(op) = op {
+                            let end = self.src[..op.start_byte()].trim_end().len();
+                            span.end = span.end.min(end.max(span.start));
+                        }
+                    }
+                }
+                self.command(b, redirect_nodes, span)
+            }
             Some(b) => {
-                let rs: Vec<Redirect> = redirect_nodes
-                    .iter()
-                    .filter_map(|r| self.redirect(*r, true))
-                    .collect();
+                let rs: Vec<Redirect> = self.redirect_list(redirect_nodes.iter(), true);
                 let before = self.inherited.len();
                 self.inherited.extend(rs);
                 self.visit(b);
@@ -453,8 +614,7 @@ impl<'a> Walker<'a> {
             }
             None => {
                 // `> file` alone: truncates or creates the file.
-                let redirects: Vec<Redirect> =
-                    redirect_nodes.iter().filter_map(|r| self.redirect(*r, false)).collect();
+                let redirects: Vec<Redirect> = self.redirect_list(redirect_nodes.iter(), false);
                 let idx = self.push(SimpleCommand {
                     span: self.span(n.byte_range()),
                     words: Vec::new(),
@@ -481,25 +641,75 @@ impl<'a> Walker<'a> {
     }
 
     fn push(&mut self, c: SimpleCommand) -> usize {
+        let cost = 1 + c.context.len() + c.redirects.len() + c.words.len() + c.assignments.len() + c.wrappers.len();
+        match self.budget.checked_sub(cost) {
+            Some(left) => self.budget = left,
+            None => {
+                if self.error.is_none() {
+                    self.error = Some(Unparseable::TooComplex { limit: output_budget(self.top.len()) });
+                }
+                self.budget = 0;
+            }
+        }
         self.out.push(c);
         self.out.len() - 1
     }
 
     /// Walk what may run inside a redirect: substitutions in its target, and the statements
-    /// that tree-sitter attaches to a heredoc (`cat <<EOF | grep x`).
+    /// that tree-sitter attaches to a heredoc (`cat <<EOF | grep x`, `cat <<EOF && rm x`).
     fn redirect_inner(&mut self, r: Node<'_>) {
         let mut c = r.walk();
-        let kids: Vec<Node<'_>> = r.named_children(&mut c).collect();
+        let kids: Vec<Node<'_>> = r.children(&mut c).collect();
+        let mut connector: Option<Context> = None;
         for k in kids {
+            if !k.is_named() {
+                if r.kind() == "heredoc_redirect" {
+                    connector = connector.or_else(|| connector_context(k.kind()));
+                }
+                continue;
+            }
             match k.kind() {
                 "heredoc_start" | "heredoc_end" | "file_descriptor" => {}
-                "pipeline" => {
-                    // Grammar folds `| cmd` after a heredoc into the redirect.
-                    self.with_ctx(Context::Pipeline, |w| w.children(k));
+                "heredoc_body" => self.visit(k),
+                _ if r.kind() == "heredoc_redirect" && (connector.is_some() || k.kind() == "pipeline") => {
+                    // The grammar folds the rest of the list or pipeline into the heredoc
+                    // redirect: those commands are siblings of this one, not inside it.
+                    let saved = self.parent;
+                    if let Some(p) = self.parent {
+                        self.parent = self.out.get(p).and_then(|c| c.parent);
+                    }
+                    let ctx = connector.clone().unwrap_or(Context::Pipeline);
+                    if k.kind() == "pipeline" {
+                        self.with_ctx(ctx, |w| w.children(k));
+                    } else {
+                        self.with_ctx(ctx, |w| w.visit(k));
+                    }
+                    self.parent = saved;
                 }
                 _ => self.visit(k),
             }
         }
+    }
+
+    /// The redirects of these nodes. tree-sitter nests the redirects written after a heredoc
+    /// operator (`cat <<EOF >out`) inside the heredoc redirect; they belong to the command.
+    fn redirect_list<'n>(&self, nodes: impl Iterator<Item = &'n Node<'n>>, inherited: bool) -> Vec<Redirect> {
+        let mut out = Vec::new();
+        for r in nodes {
+            out.extend(self.redirect(*r, inherited));
+            if r.kind() == "heredoc_redirect" {
+                let mut c = r.walk();
+                for k in r.children(&mut c) {
+                    if !k.is_named() && connector_context(k.kind()).is_some() {
+                        break;
+                    }
+                    if k.kind().ends_with("_redirect") {
+                        out.extend(self.redirect(k, inherited));
+                    }
+                }
+            }
+        }
+        out
     }
 
     fn redirect(&self, r: Node<'_>, inherited: bool) -> Option<Redirect> {
@@ -511,7 +721,9 @@ impl<'a> Walker<'a> {
             match k.kind() {
                 "file_descriptor" => fd = self.text(k).parse().ok(),
                 "heredoc_start" => {
-                    target = Some(word::single(k, self.src, &self.vars, self.span(k.byte_range())))
+                    // The delimiter, quotes removed; quoting only says the body is literal.
+                    let t: String = self.text(k).chars().filter(|c| !matches!(c, '\'' | '"' | '\\')).collect();
+                    target = Some(plain_word(&t, self.span(k.byte_range())));
                 }
                 "heredoc_body" | "heredoc_end" | "pipeline" => {}
                 _ if !k.is_named() => {
@@ -544,12 +756,18 @@ impl<'a> Walker<'a> {
         let mut redirect_nodes = Vec::new();
         let mut words: Vec<Word> = Vec::new();
         let mut word_nodes = Vec::new();
+        // A cursor gives each child's field in constant time (`field_name_for_child` scans
+        // the children, which made long commands quadratic).
+        let mut kids: Vec<(Option<&str>, Node<'_>)> = Vec::new();
         let mut c = n.walk();
-        let kids: Vec<(Option<&str>, Node<'_>)> = n
-            .children(&mut c)
-            .enumerate()
-            .map(|(i, k)| (n.field_name_for_child(i as u32), k))
-            .collect();
+        if c.goto_first_child() {
+            loop {
+                kids.push((c.field_name(), c.node()));
+                if !c.goto_next_sibling() {
+                    break;
+                }
+            }
+        }
         for (field, k) in &kids {
             match (*field, k.kind()) {
                 (_, "variable_assignment") => {
@@ -571,11 +789,8 @@ impl<'a> Walker<'a> {
                 _ => {}
             }
         }
-        let redirects: Vec<Redirect> = redirect_nodes
-            .iter()
-            .chain(extra_redirects.iter())
-            .filter_map(|r| self.redirect(*r, false))
-            .collect();
+        let redirects: Vec<Redirect> =
+            self.redirect_list(redirect_nodes.iter().chain(extra_redirects.iter()), false);
 
         let kind = if words.is_empty() {
             CommandKind::Assignment
@@ -584,16 +799,45 @@ impl<'a> Walker<'a> {
         } else {
             CommandKind::Simple
         };
-        let unresolved = words
+        // tree-sitter-bash reads some valid compound forms as plain commands (`coproc NAME
+        // { …; }` gives the commands `coproc NAME { …` and `}`): an unquoted reserved word
+        // in command position means the tree is not what bash runs.
+        let name_src = kids
+            .iter()
+            .find(|(f, _)| *f == Some("name"))
+            .map(|(_, k)| self.text(*k))
+            .unwrap_or("");
+        if is_misplaced_reserved_word(name_src)
+            || name_src == "coproc"
+                && words.iter().skip(1).take(2).any(|w| is_compound_opener(&w.text))
+        {
+            if self.error.is_none() {
+                self.error = Some(Unparseable::Syntax {
+                    offset: self.span(n.byte_range()).start,
+                    detail: format!("`{name_src}` in command position: a compound command pinfold cannot follow"),
+                });
+            }
+            return;
+        }
+        let mut unresolved = words
             .first()
             .filter(|w| w.dynamic)
             .map(|w| format!("the command name `{}` is only known at run time", w.text));
+        if unresolved.is_none() && self.aliases.iter().any(|a| a == name_src) {
+            unresolved = Some(format!("`{name_src}` may be an alias defined earlier in the input"));
+        }
+        // `cat <<EOF | sh`: the grammar folds the rest of the pipeline into the heredoc
+        // redirect, so the command itself is a pipeline member too.
+        let mut context = self.ctx.clone();
+        if let Some(c) = redirect_nodes.iter().chain(extra_redirects.iter()).find_map(|r| heredoc_pipeline(*r)) {
+            context.push(c);
+        }
         let cmd = SimpleCommand {
             span: self.span(span),
             words,
             assignments,
             redirects: self.with_inherited(redirects),
-            context: self.ctx.clone(),
+            context,
             kind,
             unresolved,
             parent: self.parent,
@@ -611,6 +855,13 @@ impl<'a> Walker<'a> {
                 self.assign(&name, v);
             }
         } else {
+            // `X=1 cmd` sets X for cmd only; before a special builtin bash in POSIX mode
+            // keeps it, so forget what we knew.
+            if is_special_builtin(&cmd.words[0].text) {
+                for a in &cmd.assignments {
+                    self.vars.map.insert(a.name.clone(), Var::Unknown);
+                }
+            }
             self.track_builtin_effects(&cmd);
         }
         let idx = self.emit(cmd);
@@ -618,7 +869,7 @@ impl<'a> Walker<'a> {
         let saved = self.parent.replace(idx);
         for (field, k) in kids {
             match (field, k.kind()) {
-                (_, "variable_assignment") => self.visit(k),
+                (_, "variable_assignment") => self.assignment_inner(k),
                 (Some("redirect"), _) => self.redirect_inner(k),
                 (Some("name"), _) | (Some("argument"), _) => self.visit(k),
                 (_, "subshell") => self.visit(k),
@@ -639,6 +890,13 @@ impl<'a> Walker<'a> {
     fn track_builtin_effects(&mut self, cmd: &SimpleCommand) {
         let Some(name) = cmd.words.first() else { return };
         match name.text.as_str() {
+            "alias" => {
+                for w in &cmd.words[1..] {
+                    if let Some((a, _)) = w.text.split_once('=') {
+                        self.aliases.push(a.to_string());
+                    }
+                }
+            }
             "source" | "." => self.vars.poisoned = true,
             "read" | "mapfile" | "readarray" | "getopts" | "printf" | "let" | "declare"
             | "typeset" | "local" | "export" | "readonly" => {
@@ -796,6 +1054,9 @@ impl<'a> Walker<'a> {
                 w
             },
             error: None,
+            steps: self.steps,
+            budget: self.budget,
+            aliases: std::mem::take(&mut self.aliases),
         };
         if wrapper != "eval" {
             // A new shell process: it inherits only exported variables, which we do not
@@ -810,6 +1071,9 @@ impl<'a> Walker<'a> {
         self.out = sub.out;
         self.functions = sub.functions;
         self.vars = sub.vars;
+        self.steps = sub.steps;
+        self.budget = sub.budget;
+        self.aliases = sub.aliases;
         if sub.error.is_some() {
             self.error = sub.error;
         }
@@ -949,11 +1213,24 @@ impl<'a> Walker<'a> {
         });
         let saved = self.parent.replace(idx);
         for k in kids {
-            if k.is_named() {
+            if k.kind() == "variable_assignment" {
+                self.assignment_inner(k);
+            } else if k.is_named() {
                 self.visit(k);
             }
         }
         self.parent = saved;
+    }
+
+    /// Walk the parts of an assignment that may run commands (`X=$(…)`, `a[$(…)]=1`)
+    /// without performing the assignment.
+    fn assignment_inner(&mut self, a: Node<'_>) {
+        if let Some(v) = a.child_by_field_name("value") {
+            self.visit(v);
+        }
+        if let Some(name) = a.child_by_field_name("name") {
+            self.visit(name);
+        }
     }
 
     fn test_command(&mut self, n: Node<'_>) {
@@ -995,6 +1272,52 @@ impl<'a> Walker<'a> {
     }
 }
 
+/// The context of the pipeline or list tree-sitter folds into a heredoc redirect
+/// (`cat <<EOF | sh`, `cat <<EOF && rm x`), if any.
+fn heredoc_pipeline(r: Node<'_>) -> Option<Context> {
+    if r.kind() != "heredoc_redirect" {
+        return None;
+    }
+    let mut c = r.walk();
+    let kids: Vec<Node<'_>> = r.children(&mut c).collect();
+    kids.iter().find_map(|k| {
+        if k.kind() == "pipeline" {
+            Some(Context::Pipeline)
+        } else if !k.is_named() {
+            connector_context(k.kind())
+        } else {
+            None
+        }
+    })
+}
+
+fn connector_context(op: &str) -> Option<Context> {
+    match op {
+        "&&" | "||" => Some(Context::AndOr),
+        "|" | "|&" => Some(Context::Pipeline),
+        _ => None,
+    }
+}
+
+/// Reserved words that can never start a simple command when unquoted.
+fn is_misplaced_reserved_word(s: &str) -> bool {
+    matches!(s, "then" | "else" | "elif" | "fi" | "do" | "done" | "esac" | "}" | "{" | "in" | "function" | "select" | "[[" | "]]")
+}
+
+/// Words that open a compound command after `coproc` (or `coproc NAME`).
+fn is_compound_opener(s: &str) -> bool {
+    matches!(s, "{" | "(" | "((" | "while" | "until" | "if" | "for" | "case" | "select" | "[[" | "function")
+}
+
+/// POSIX special builtins: assignments before them persist in POSIX mode.
+fn is_special_builtin(s: &str) -> bool {
+    matches!(
+        s,
+        ":" | "." | "break" | "continue" | "eval" | "exec" | "exit" | "export" | "readonly" | "return"
+            | "set" | "shift" | "times" | "trap" | "unset" | "source"
+    )
+}
+
 fn plain_word(text: &str, span: Range<usize>) -> Word {
     Word {
         span,
@@ -1005,6 +1328,39 @@ fn plain_word(text: &str, span: Range<usize>) -> Word {
         tilde: false,
         home_suffix: None,
     }
+}
+
+/// The variable an arithmetic expression assigns (`X = 1`, `X += 1`, `X++`, `--X`), if any.
+fn arith_assigned<'s>(x: Node<'_>, src: &'s str) -> Option<&'s str> {
+    let mut c = x.walk();
+    let kids: Vec<Node<'_>> = x.children(&mut c).collect();
+    let assigns = kids.iter().any(|k| {
+        !k.is_named()
+            && matches!(
+                k.kind(),
+                "=" | "+=" | "-=" | "*=" | "/=" | "%=" | "**=" | "<<=" | ">>=" | "&=" | "^=" | "|=" | "++" | "--"
+            )
+    });
+    if !assigns {
+        return None;
+    }
+    let v = kids.iter().find(|k| k.kind() == "variable_name")?;
+    src.get(v.byte_range())
+}
+
+/// Where `text` (a leaf the grammar did not break down) holds an unescaped backtick or `$(`.
+fn unparsed_substitution(text: &str) -> Option<usize> {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 2,
+            b'`' => return Some(i),
+            b'$' if b.get(i + 1) == Some(&b'(') => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 /// `a[1]` → `a`.

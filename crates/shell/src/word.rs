@@ -98,7 +98,7 @@ impl<'a> Acc<'a> {
         let mut first = true;
         let starts_blank = value.starts_with([' ', '\t', '\n']);
         for piece in value.split([' ', '\t', '\n']) {
-            if !first || (starts_blank && first) {
+            if !first || starts_blank {
                 // A blank separates fields: close the current field if it has begun.
                 if self.open {
                     self.fields.push(String::new());
@@ -167,7 +167,7 @@ impl<'a> Acc<'a> {
         let at_start = self.fields.is_empty() || (self.fields.len() == 1 && self.fields[0].is_empty());
         match node.kind() {
             "word" | "number" if !quoted => self.unquoted_text(text, at_start),
-            "word" | "number" | "string_content" | "heredoc_content" => self.literal(text),
+            "word" | "number" | "string_content" | "heredoc_content" | "variable_name" => self.literal(text),
             "extglob_pattern" => {
                 self.glob = true;
                 self.literal(text);

@@ -17,7 +17,7 @@ use crate::{Assignment, SimpleCommand, Word};
 /// Wrappers judged only by what they run.
 pub const TRANSPARENT: &[&str] = &[
     "env", "nice", "nohup", "timeout", "time", "stdbuf", "ionice", "command", "builtin", "exec",
-    "setsid", "chrt", "taskset",
+    "setsid", "chrt", "taskset", "coproc",
 ];
 
 /// Wrappers judged both as themselves and by what they run.
@@ -86,7 +86,7 @@ pub fn unwrap(cmd: &SimpleCommand, top: &str) -> Unwrapped {
     let t = |inner| Unwrapped::Transparent { wrapper: name.to_string(), inner };
     let p = |inner| Unwrapped::Powerful { wrapper: name.to_string(), inner: vec![inner] };
     match name {
-        "nohup" | "builtin" | "setsid" => {
+        "nohup" | "builtin" | "setsid" | "coproc" => {
             let spec = if name == "setsid" { Spec::flags("cfw", &["ctty", "fork", "wait"]) } else { Spec::none() };
             opt_then_argv(w, &spec, name).map_or(Unwrapped::None, t)
         }
@@ -201,9 +201,9 @@ fn skip_options(words: &[Word], spec: &Spec, name: &str) -> Result<usize, String
             return Err(format!("`{name}` has an option pinfold does not know: `{s}`"));
         }
         if s.len() > 1 && s.starts_with('-') {
-            let mut chars = s[1..].char_indices();
+            let chars = s[1..].char_indices();
             let mut consumed_next = false;
-            while let Some((pos, c)) = chars.next() {
+            for (pos, c) in chars {
                 if spec.short_flag.contains(c) {
                     continue;
                 }
@@ -253,11 +253,10 @@ fn with_operands(words: &[Word], spec: &Spec, skip: usize, name: &str) -> Option
 fn nice(words: &[Word]) -> Option<Inner> {
     // `nice -5 cmd`, `nice -n 5 cmd`, `nice --adjustment=5 cmd`.
     let mut i = 1;
-    if let Some(w) = words.get(1) {
-        if !w.dynamic && w.text.len() > 1 && w.text.starts_with('-') && w.text[1..].parse::<i32>().is_ok() {
+    if let Some(w) = words.get(1)
+        && !w.dynamic && w.text.len() > 1 && w.text.starts_with('-') && w.text[1..].parse::<i32>().is_ok() {
             i = 2;
         }
-    }
     let spec = Spec { short_val: "n", short_flag: "", long_val: &["adjustment"], long_flag: &[] };
     let rest: Vec<Word> = std::iter::once(words[0].clone()).chain(words[i..].iter().cloned()).collect();
     opt_then_argv(&rest, &spec, "nice")

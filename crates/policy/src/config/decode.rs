@@ -7,9 +7,13 @@ use super::error::{ConfigError, Location, did_you_mean};
 use super::node::{Entry, Node, Pos, Value};
 use super::{Action, RuleSpec, TestCase};
 
-pub(crate) const TOP_KEYS: &[&str] = &["$schema", "extends", "defaults", "paths", "rules", "sandbox", "tests"];
+pub(crate) const TOP_KEYS: &[&str] = &[
+    "$schema", "extends", "defaults", "paths", "rules", "sandbox", "tests",
+];
 pub(crate) const DEFAULTS_KEYS: &[&str] = &["action", "sandbox", "on_parse_error"];
-pub(crate) const RULE_KEYS: &[&str] = &["allow", "ask", "deny", "message", "fix", "sandbox", "env", "tests"];
+pub(crate) const RULE_KEYS: &[&str] = &[
+    "allow", "ask", "deny", "message", "fix", "sandbox", "env", "tests",
+];
 pub(crate) const RULE_TESTS_KEYS: &[&str] = &["allow", "ask", "deny"];
 pub(crate) const PRESET_KEYS: &[&str] = &["fs", "network", "env"];
 pub(crate) const FS_KEYS: &[&str] = &["write", "read"];
@@ -101,15 +105,24 @@ struct KeyPath<'p> {
     seg: Seg<'p>,
 }
 
-const ROOT: KeyPath<'static> = KeyPath { parent: None, seg: Seg::Root };
+const ROOT: KeyPath<'static> = KeyPath {
+    parent: None,
+    seg: Seg::Root,
+};
 
 impl<'p> KeyPath<'p> {
     fn key(&'p self, k: &'p str) -> KeyPath<'p> {
-        KeyPath { parent: Some(self), seg: Seg::Key(k) }
+        KeyPath {
+            parent: Some(self),
+            seg: Seg::Key(k),
+        }
     }
 
     fn index(&'p self, i: usize) -> KeyPath<'p> {
-        KeyPath { parent: Some(self), seg: Seg::Index(i) }
+        KeyPath {
+            parent: Some(self),
+            seg: Seg::Index(i),
+        }
     }
 
     fn segs(&self) -> Vec<Seg<'p>> {
@@ -168,7 +181,9 @@ impl<'p> KeyPath<'p> {
 
 /// Names of sandbox presets and path sets: ASCII letters, digits, `-`, `_`.
 pub(crate) fn is_name(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 fn is_env_name(s: &str) -> bool {
@@ -202,7 +217,12 @@ pub(crate) fn decode(file: &str, doc: &Node<'_>) -> Result<Layer, ConfigError> {
     let d = Decoder { file };
     let mut layer = Layer::default();
     let Value::Table(entries) = &doc.value else {
-        return Err(d.invalid(doc.pos, &ROOT, format!("a policy must be a table, found {}", doc.value.kind()), None));
+        return Err(d.invalid(
+            doc.pos,
+            &ROOT,
+            format!("a policy must be a table, found {}", doc.value.kind()),
+            None,
+        ));
     };
     for e in entries {
         let path = ROOT.key(&e.key);
@@ -226,7 +246,10 @@ pub(crate) fn decode(file: &str, doc: &Node<'_>) -> Result<Layer, ConfigError> {
                     let p = path.key(&set.key);
                     d.check_name(set, &p, "path set")?;
                     let entries = d.items(&set.value, &p, false)?;
-                    layer.paths.push(PathSetDef { name: set.key.to_string(), entries });
+                    layer.paths.push(PathSetDef {
+                        name: set.key.to_string(),
+                        entries,
+                    });
                 }
             }
             "rules" => {
@@ -262,11 +285,26 @@ struct Decoder<'f> {
 
 impl Decoder<'_> {
     fn loc(&self, pos: Pos) -> Location {
-        Location { file: self.file.to_string(), line: pos.line, col: pos.col }
+        Location {
+            file: self.file.to_string(),
+            line: pos.line,
+            col: pos.col,
+        }
     }
 
-    fn invalid(&self, pos: Pos, path: &KeyPath<'_>, message: String, hint: Option<String>) -> ConfigError {
-        ConfigError::Invalid { location: self.loc(pos), key_path: path.render(), message, hint }
+    fn invalid(
+        &self,
+        pos: Pos,
+        path: &KeyPath<'_>,
+        message: String,
+        hint: Option<String>,
+    ) -> ConfigError {
+        ConfigError::Invalid {
+            location: self.loc(pos),
+            key_path: path.render(),
+            message,
+            hint,
+        }
     }
 
     fn unknown(&self, e: &Entry<'_>, table: &KeyPath<'_>, known: &[&str]) -> ConfigError {
@@ -284,17 +322,30 @@ impl Decoder<'_> {
     }
 
     fn mismatch(&self, node: &Node<'_>, path: &KeyPath<'_>, expected: &str) -> ConfigError {
-        self.invalid(node.pos, path, format!("expected {expected}, found {}", node.value.kind()), None)
+        self.invalid(
+            node.pos,
+            path,
+            format!("expected {expected}, found {}", node.value.kind()),
+            None,
+        )
     }
 
-    fn table<'n>(&self, node: &'n Node<'_>, path: &KeyPath<'_>) -> Result<&'n [Entry<'n>], ConfigError> {
+    fn table<'n>(
+        &self,
+        node: &'n Node<'_>,
+        path: &KeyPath<'_>,
+    ) -> Result<&'n [Entry<'n>], ConfigError> {
         match &node.value {
             Value::Table(e) => Ok(e),
             _ => Err(self.mismatch(node, path, "a table")),
         }
     }
 
-    fn array<'n>(&self, node: &'n Node<'_>, path: &KeyPath<'_>) -> Result<&'n [Node<'n>], ConfigError> {
+    fn array<'n>(
+        &self,
+        node: &'n Node<'_>,
+        path: &KeyPath<'_>,
+    ) -> Result<&'n [Node<'n>], ConfigError> {
         match &node.value {
             Value::Array(a) => Ok(a),
             _ => Err(self.mismatch(node, path, "an array")),
@@ -344,7 +395,12 @@ impl Decoder<'_> {
     }
 
     /// A list of paths; in sandbox lists (`refs_allowed`) an entry may be `<path:NAME>`.
-    fn items(&self, node: &Node<'_>, path: &KeyPath<'_>, refs_allowed: bool) -> Result<Vec<Item>, ConfigError> {
+    fn items(
+        &self,
+        node: &Node<'_>,
+        path: &KeyPath<'_>,
+        refs_allowed: bool,
+    ) -> Result<Vec<Item>, ConfigError> {
         let nodes = self.array(node, path)?;
         let mut out = Vec::with_capacity(nodes.len());
         for (i, n) in nodes.iter().enumerate() {
@@ -353,12 +409,21 @@ impl Decoder<'_> {
             if text.is_empty() {
                 return Err(self.invalid(n.pos, &p, "empty path".into(), None));
             }
-            let item = Item { text: text.to_string(), location: self.loc(n.pos), key_path: p.render() };
+            let item = Item {
+                text: text.to_string(),
+                location: self.loc(n.pos),
+                key_path: p.render(),
+            };
             if text.contains("<path:") {
                 match item.path_ref() {
                     Some(name) if refs_allowed && is_name(name) => {}
                     Some(_) if refs_allowed => {
-                        return Err(self.invalid(n.pos, &p, format!("invalid path set reference `{text}`"), None));
+                        return Err(self.invalid(
+                            n.pos,
+                            &p,
+                            format!("invalid path set reference `{text}`"),
+                            None,
+                        ));
                     }
                     _ if refs_allowed => {
                         return Err(self.invalid(
@@ -408,7 +473,12 @@ impl Decoder<'_> {
         })
     }
 
-    fn defaults(&self, node: &Node<'_>, path: &KeyPath<'_>, layer: &mut Layer) -> Result<(), ConfigError> {
+    fn defaults(
+        &self,
+        node: &Node<'_>,
+        path: &KeyPath<'_>,
+        layer: &mut Layer,
+    ) -> Result<(), ConfigError> {
         for e in self.table(node, path)? {
             let p = path.key(&e.key);
             match &*e.key {
@@ -441,7 +511,12 @@ impl Decoder<'_> {
         Ok(())
     }
 
-    fn rule(&self, node: &Node<'_>, path: &KeyPath<'_>, layer: &mut Layer) -> Result<(), ConfigError> {
+    fn rule(
+        &self,
+        node: &Node<'_>,
+        path: &KeyPath<'_>,
+        layer: &mut Layer,
+    ) -> Result<(), ConfigError> {
         let entries = self.table(node, path)?;
         let mut action: Option<(Action, &Entry<'_>)> = None;
         let mut pattern = "";
@@ -567,8 +642,12 @@ impl Decoder<'_> {
                                 for w in self.table(&f.value, &fp)? {
                                     let wp = fp.key(&w.key);
                                     match &*w.key {
-                                        "allow" => def.write_allow = self.items(&w.value, &wp, true)?,
-                                        "deny" => def.write_deny = self.items(&w.value, &wp, true)?,
+                                        "allow" => {
+                                            def.write_allow = self.items(&w.value, &wp, true)?
+                                        }
+                                        "deny" => {
+                                            def.write_deny = self.items(&w.value, &wp, true)?
+                                        }
                                         _ => return Err(self.unknown(w, &fp, FS_WRITE_KEYS)),
                                     }
                                 }
@@ -577,7 +656,9 @@ impl Decoder<'_> {
                                 for r in self.table(&f.value, &fp)? {
                                     let rp = fp.key(&r.key);
                                     match &*r.key {
-                                        "deny" => def.read_deny = self.items(&r.value, &rp, true)?,
+                                        "deny" => {
+                                            def.read_deny = self.items(&r.value, &rp, true)?
+                                        }
                                         _ => return Err(self.unknown(r, &fp, FS_READ_KEYS)),
                                     }
                                 }
@@ -624,7 +705,8 @@ impl Decoder<'_> {
                 _ => return Err(self.unknown(e, path, TEST_KEYS)),
             }
         }
-        let missing = |key: &str| self.invalid(node.pos, path, format!("test is missing `{key}`"), None);
+        let missing =
+            |key: &str| self.invalid(node.pos, path, format!("test is missing `{key}`"), None);
         Ok(TestCase {
             command: command.ok_or_else(|| missing("command"))?,
             expect: expect.ok_or_else(|| missing("expect"))?,
@@ -640,8 +722,14 @@ mod tests {
 
     #[test]
     fn pattern_refs() {
-        assert_eq!(pattern_path_refs("cat <path:secrets> *").unwrap(), ["secrets"]);
-        assert_eq!(pattern_path_refs("cp <path:a> <path:b-2>").unwrap(), ["a", "b-2"]);
+        assert_eq!(
+            pattern_path_refs("cat <path:secrets> *").unwrap(),
+            ["secrets"]
+        );
+        assert_eq!(
+            pattern_path_refs("cp <path:a> <path:b-2>").unwrap(),
+            ["a", "b-2"]
+        );
         assert!(pattern_path_refs("cat <path:oops").is_err());
         assert!(pattern_path_refs("cat <path:a b>").is_err());
         assert!(pattern_path_refs("git status").unwrap().is_empty());

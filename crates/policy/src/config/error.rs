@@ -106,7 +106,9 @@ impl ConfigError {
     pub fn message(&self) -> String {
         match self {
             ConfigError::Invalid { message, .. } => message.clone(),
-            ConfigError::ExtendsCycle { chain, .. } => format!("`extends` cycle: {}", chain.join(" -> ")),
+            ConfigError::ExtendsCycle { chain, .. } => {
+                format!("`extends` cycle: {}", chain.join(" -> "))
+            }
             other => other.to_string(),
         }
     }
@@ -123,7 +125,9 @@ pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     for i in 0..a.len() {
         cur[0] = i + 1;
         for j in 0..b.len() {
-            let mut d = (prev[j] + usize::from(a[i] != b[j])).min(prev[j + 1] + 1).min(cur[j] + 1);
+            let mut d = (prev[j] + usize::from(a[i] != b[j]))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
             if i > 0 && j > 0 && a[i] == b[j - 1] && a[i - 1] == b[j] {
                 d = d.min(before[j - 1] + 1);
             }
@@ -136,7 +140,10 @@ pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// The closest candidate to `word`, if it is close enough to be a likely typo.
-pub(crate) fn suggest<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<&'c str> {
+pub(crate) fn suggest<'c>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'c str>,
+) -> Option<&'c str> {
     let limit = (word.chars().count() / 3).clamp(1, 3);
     candidates
         .into_iter()
@@ -147,7 +154,10 @@ pub(crate) fn suggest<'c>(word: &str, candidates: impl IntoIterator<Item = &'c s
 }
 
 /// `did you mean `x`?` for the closest candidate.
-pub(crate) fn did_you_mean<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<String> {
+pub(crate) fn did_you_mean<'c>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'c str>,
+) -> Option<String> {
     suggest(word, candidates).map(|c| format!("did you mean `{c}`?"))
 }
 
@@ -167,7 +177,10 @@ mod tests {
 
     #[test]
     fn suggestions() {
-        assert_eq!(suggest("rule", ["extends", "rules", "tests"]), Some("rules"));
+        assert_eq!(
+            suggest("rule", ["extends", "rules", "tests"]),
+            Some("rules")
+        );
         assert_eq!(suggest("sandboxes", ["sandbox", "paths"]), Some("sandbox"));
         assert_eq!(suggest("zzz", ["rules"]), None);
     }
@@ -175,7 +188,11 @@ mod tests {
     #[test]
     fn display_with_hint() {
         let e = ConfigError::Invalid {
-            location: Location { file: "pinfold.toml".into(), line: 12, col: 9 },
+            location: Location {
+                file: "pinfold.toml".into(),
+                line: 12,
+                col: 9,
+            },
             key_path: "rule".into(),
             message: "unknown key `rule` at the top level".into(),
             hint: Some("did you mean `rules`?".into()),

@@ -13,7 +13,12 @@ use std::borrow::Cow;
 use super::node::{Entry, LineIndex, MAX_DEPTH, Node, SyntaxError, Value};
 
 pub(crate) fn parse_json(text: &str) -> Result<Node<'_>, SyntaxError> {
-    let mut p = Parser { text, bytes: text.as_bytes(), at: 0, index: LineIndex::new(text) };
+    let mut p = Parser {
+        text,
+        bytes: text.as_bytes(),
+        at: 0,
+        index: LineIndex::new(text),
+    };
     p.skip_ws();
     if p.at == p.bytes.len() {
         return Err(p.error("empty document: expected a JSON object"));
@@ -35,7 +40,10 @@ struct Parser<'a> {
 
 impl<'a> Parser<'a> {
     fn error(&self, message: &str) -> SyntaxError {
-        SyntaxError { pos: self.index.pos(self.at), message: message.to_string() }
+        SyntaxError {
+            pos: self.index.pos(self.at),
+            message: message.to_string(),
+        }
     }
 
     fn peek(&self) -> Option<u8> {
@@ -97,7 +105,11 @@ impl<'a> Parser<'a> {
             self.at = start;
             return Err(self.error(&format!("invalid number `{token}`")));
         }
-        Ok(if token.contains(['.', 'e', 'E']) { Value::Float } else { Value::Int })
+        Ok(if token.contains(['.', 'e', 'E']) {
+            Value::Float
+        } else {
+            Value::Int
+        })
     }
 
     /// A string starting at the current `"`; borrowed when it has no escapes.
@@ -121,14 +133,19 @@ impl<'a> Parser<'a> {
             }
         }
         self.at += 1;
-        let raw = self.text.get(start..self.at).ok_or_else(|| self.error("unterminated string"))?;
+        let raw = self
+            .text
+            .get(start..self.at)
+            .ok_or_else(|| self.error("unterminated string"))?;
         if !escaped {
             return Ok(Cow::Borrowed(&raw[1..raw.len() - 1]));
         }
-        serde_json::from_str::<String>(raw).map(Cow::Owned).map_err(|e| SyntaxError {
-            pos: self.index.pos(start),
-            message: format!("invalid string: {}", strip_position(&e.to_string())),
-        })
+        serde_json::from_str::<String>(raw)
+            .map(Cow::Owned)
+            .map_err(|e| SyntaxError {
+                pos: self.index.pos(start),
+                message: format!("invalid string: {}", strip_position(&e.to_string())),
+            })
     }
 
     fn array(&mut self, depth: usize) -> Result<Value<'a>, SyntaxError> {
@@ -175,7 +192,11 @@ impl<'a> Parser<'a> {
             }
             self.expect(b':', "`:` after the key")?;
             let value = self.value(depth + 1)?;
-            entries.push(Entry { key, key_pos, value });
+            entries.push(Entry {
+                key,
+                key_pos,
+                value,
+            });
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.at += 1,
@@ -190,7 +211,9 @@ impl<'a> Parser<'a> {
 }
 
 fn strip_position(message: &str) -> &str {
-    message.rfind(" at line ").map_or(message, |i| &message[..i])
+    message
+        .rfind(" at line ")
+        .map_or(message, |i| &message[..i])
 }
 
 #[cfg(test)]
@@ -207,7 +230,9 @@ mod tests {
 
     #[test]
     fn positions_of_keys_and_values() {
-        let e = table(parse_json("{\n  \"a\": [\"x\", true],\n  \"b\": {\"c\": \"\\u00e9\"}\n}").unwrap());
+        let e = table(
+            parse_json("{\n  \"a\": [\"x\", true],\n  \"b\": {\"c\": \"\\u00e9\"}\n}").unwrap(),
+        );
         assert_eq!(e[0].key_pos, Pos { line: 2, col: 3 });
         assert_eq!(e[0].value.pos, Pos { line: 2, col: 8 });
         let inner = table(e.into_iter().nth(1).unwrap().value);
@@ -228,7 +253,11 @@ mod tests {
             ("{\"a\": \"\\q\"}", 1, 7, "invalid string: invalid escape"),
         ] {
             let e = parse_json(text).unwrap_err();
-            assert_eq!((e.pos.line, e.pos.col, e.message.as_str()), (line, col, msg), "{text}");
+            assert_eq!(
+                (e.pos.line, e.pos.col, e.message.as_str()),
+                (line, col, msg),
+                "{text}"
+            );
         }
     }
 

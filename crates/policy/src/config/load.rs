@@ -7,8 +7,8 @@ use super::decode::{Item, Layer, PathSetDef, PresetDef, RefKind, decode};
 use super::error::{ConfigError, Location, did_you_mean};
 use super::node::SyntaxError;
 use super::{
-    Action, Config, Defaults, EMBEDDED_PRESETS, Format, LoadOptions, RuleSpec, SandboxPreset, TestCase,
-    embedded_preset,
+    Action, Config, Defaults, EMBEDDED_PRESETS, Format, LoadOptions, RuleSpec, SandboxPreset,
+    TestCase, embedded_preset,
 };
 
 const EXTENSIONS: [&str; 4] = ["toml", "yaml", "yml", "json"];
@@ -22,7 +22,10 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
     let project = find_project(&opts.cwd)?;
     let mut loader = Loader::new(opts, project.as_deref());
 
-    let config_home = opts.xdg_config_home.clone().or_else(|| opts.home.as_ref().map(|h| h.join(".config")));
+    let config_home = opts
+        .xdg_config_home
+        .clone()
+        .or_else(|| opts.home.as_ref().map(|h| h.join(".config")));
     if let Some(dir) = config_home
         && let Some(global) = find_one(&dir.join("pinfold"), "config")?
     {
@@ -30,7 +33,8 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
     }
     if let Some(project) = &project {
         loader.load_path(project, None)?;
-        if let Some(local) = find_one(project.parent().unwrap_or(Path::new("/")), "pinfold.local")? {
+        if let Some(local) = find_one(project.parent().unwrap_or(Path::new("/")), "pinfold.local")?
+        {
             loader.load_path(&local, None)?;
         }
     }
@@ -51,10 +55,21 @@ pub fn load_file(path: &Path, opts: &LoadOptions) -> Result<Config, ConfigError>
 
 /// Load policy text that is not in a file (tests, stdin). `name` is used in locations;
 /// relative `extends` resolve against `opts.cwd`.
-pub fn load_str(name: &str, text: &str, format: Format, opts: &LoadOptions) -> Result<Config, ConfigError> {
+pub fn load_str(
+    name: &str,
+    text: &str,
+    format: Format,
+    opts: &LoadOptions,
+) -> Result<Config, ConfigError> {
     let project = find_project(&opts.cwd)?;
     let mut loader = Loader::new(opts, project.as_deref());
-    loader.load_text(name.to_string(), name.to_string(), text, format, Some(&opts.cwd))?;
+    loader.load_text(
+        name.to_string(),
+        name.to_string(),
+        text,
+        format,
+        Some(&opts.cwd),
+    )?;
     loader.finish()
 }
 
@@ -65,7 +80,10 @@ fn find_one(dir: &Path, stem: &str) -> Result<Option<PathBuf>, ConfigError> {
         let candidate = dir.join(format!("{stem}.{ext}"));
         if candidate.is_file() {
             if let Some(first) = found {
-                return Err(ConfigError::Ambiguous { first, second: candidate });
+                return Err(ConfigError::Ambiguous {
+                    first,
+                    second: candidate,
+                });
             }
             found = Some(candidate);
         }
@@ -88,7 +106,10 @@ fn project_root(cwd: &Path, project: Option<&Path>) -> PathBuf {
     if let Some(dir) = project.and_then(Path::parent) {
         return dir.to_path_buf();
     }
-    cwd.ancestors().find(|d| d.join(".git").exists()).unwrap_or(cwd).to_path_buf()
+    cwd.ancestors()
+        .find(|d| d.join(".git").exists())
+        .unwrap_or(cwd)
+        .to_path_buf()
 }
 
 /// Everything loaded so far, later layers already applied over earlier ones.
@@ -133,11 +154,23 @@ impl<'o> Loader<'o> {
         }
     }
 
-    fn enter(&self, identity: &str, display: &str, from: Option<&Location>) -> Result<bool, ConfigError> {
+    fn enter(
+        &self,
+        identity: &str,
+        display: &str,
+        from: Option<&Location>,
+    ) -> Result<bool, ConfigError> {
         if let Some(i) = self.stack.iter().position(|(id, _)| id == identity) {
-            let mut chain: Vec<String> = self.stack[i..].iter().map(|(_, name)| name.clone()).collect();
+            let mut chain: Vec<String> = self.stack[i..]
+                .iter()
+                .map(|(_, name)| name.clone())
+                .collect();
             chain.push(display.to_string());
-            let location = from.cloned().unwrap_or(Location { file: display.to_string(), line: 1, col: 1 });
+            let location = from.cloned().unwrap_or(Location {
+                file: display.to_string(),
+                line: 1,
+                col: 1,
+            });
             return Err(ConfigError::ExtendsCycle { location, chain });
         }
         Ok(!self.seen.contains(identity))
@@ -145,7 +178,10 @@ impl<'o> Loader<'o> {
 
     fn load_path(&mut self, path: &Path, from: Option<&Location>) -> Result<(), ConfigError> {
         let display = self.display(path);
-        let identity = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string();
+        let identity = std::fs::canonicalize(path)
+            .unwrap_or_else(|_| path.to_path_buf())
+            .display()
+            .to_string();
         if !self.enter(&identity, &display, from)? {
             return Ok(());
         }
@@ -153,8 +189,17 @@ impl<'o> Loader<'o> {
         let Some(format) = Format::from_extension(ext) else {
             let message = format!("cannot tell the format of `{display}` from its extension");
             let hint = Some("name policy files `.toml`, `.yaml`, `.yml` or `.json`".to_string());
-            let location = from.cloned().unwrap_or(Location { file: display, line: 1, col: 1 });
-            return Err(ConfigError::Invalid { location, key_path: String::new(), message, hint });
+            let location = from.cloned().unwrap_or(Location {
+                file: display,
+                line: 1,
+                col: 1,
+            });
+            return Err(ConfigError::Invalid {
+                location,
+                key_path: String::new(),
+                message,
+                hint,
+            });
         };
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
             path: path.to_path_buf(),
@@ -171,10 +216,17 @@ impl<'o> Loader<'o> {
         }
         let Some(text) = embedded_preset(name) else {
             let hint = did_you_mean(name, EMBEDDED_PRESETS.iter().copied()).or_else(|| {
-                let names: Vec<String> = EMBEDDED_PRESETS.iter().map(|n| format!("`pinfold:{n}`")).collect();
+                let names: Vec<String> = EMBEDDED_PRESETS
+                    .iter()
+                    .map(|n| format!("`pinfold:{n}`"))
+                    .collect();
                 Some(format!("embedded presets: {}", names.join(", ")))
             });
-            let location = from.cloned().unwrap_or(Location { file: display.clone(), line: 1, col: 1 });
+            let location = from.cloned().unwrap_or(Location {
+                file: display.clone(),
+                line: 1,
+                col: 1,
+            });
             return Err(ConfigError::Invalid {
                 location,
                 key_path: "extends".into(),
@@ -196,7 +248,11 @@ impl<'o> Loader<'o> {
         base: Option<&Path>,
     ) -> Result<(), ConfigError> {
         let syntax = |e: SyntaxError| ConfigError::Invalid {
-            location: Location { file: display.clone(), line: e.pos.line, col: e.pos.col },
+            location: Location {
+                file: display.clone(),
+                line: e.pos.line,
+                col: e.pos.col,
+            },
             key_path: String::new(),
             message: e.message,
             hint: None,
@@ -264,7 +320,10 @@ impl<'o> Loader<'o> {
 
         for r in &m.refs {
             let (defined, what): (Vec<&str>, &str) = match r.kind {
-                RefKind::Sandbox => (m.sandboxes.keys().map(String::as_str).collect(), "sandbox preset"),
+                RefKind::Sandbox => (
+                    m.sandboxes.keys().map(String::as_str).collect(),
+                    "sandbox preset",
+                ),
                 RefKind::PathSet => (m.paths.keys().map(String::as_str).collect(), "path set"),
             };
             if !defined.contains(&r.name.as_str()) {
@@ -289,7 +348,13 @@ impl<'o> Loader<'o> {
                         Some(set) => out.extend(set.iter().cloned()),
                         None => {
                             let defined: Vec<&str> = paths.keys().map(String::as_str).collect();
-                            return Err(undefined("path set", name, &defined, &item.location, &item.key_path));
+                            return Err(undefined(
+                                "path set",
+                                name,
+                                &defined,
+                                &item.location,
+                                &item.key_path,
+                            ));
                         }
                     },
                     None => out.push(resolve_item(item, &root, home)?),
@@ -312,7 +377,11 @@ impl<'o> Loader<'o> {
             sandboxes.insert(name.clone(), preset);
         }
 
-        let sandbox = m.sandbox.or_else(|| sandboxes.contains_key("workspace").then(|| "workspace".to_string()));
+        let sandbox = m.sandbox.or_else(|| {
+            sandboxes
+                .contains_key("workspace")
+                .then(|| "workspace".to_string())
+        });
         Ok(Config {
             defaults: Defaults {
                 action: m.action.unwrap_or(Action::Ask),
@@ -337,7 +406,9 @@ fn normalize(path: &Path) -> PathBuf {
     for c in path.components() {
         match c {
             Component::CurDir => {}
-            Component::ParentDir if matches!(out.components().next_back(), Some(Component::Normal(_))) => {
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
                 out.pop();
             }
             other => out.push(other),
@@ -346,7 +417,13 @@ fn normalize(path: &Path) -> PathBuf {
     out
 }
 
-fn undefined(what: &str, name: &str, defined: &[&str], location: &Location, key_path: &str) -> ConfigError {
+fn undefined(
+    what: &str,
+    name: &str,
+    defined: &[&str],
+    location: &Location,
+    key_path: &str,
+) -> ConfigError {
     let hint = did_you_mean(name, defined.iter().copied()).or_else(|| {
         Some(if defined.is_empty() {
             format!("no {what}s are defined")
@@ -375,7 +452,11 @@ fn resolve_item(item: &Item, root: &Path, home: Option<&Path>) -> Result<String,
 /// `~` and `~/x` against home, relative paths against the project root, absolute paths as
 /// they are. Purely lexical: `.` segments and repeated or trailing `/` are dropped, `..` and
 /// glob characters are kept, nothing is canonicalized.
-pub(crate) fn resolve_path(text: &str, root: &Path, home: Option<&Path>) -> Result<String, (String, Option<String>)> {
+pub(crate) fn resolve_path(
+    text: &str,
+    root: &Path,
+    home: Option<&Path>,
+) -> Result<String, (String, Option<String>)> {
     let (base, rest): (Option<&Path>, &str) = if text == "~" || text.starts_with("~/") {
         let Some(home) = home else {
             return Err((
@@ -397,7 +478,11 @@ pub(crate) fn resolve_path(text: &str, root: &Path, home: Option<&Path>) -> Resu
     let base_text = base.map(|b| b.to_string_lossy());
     let mut out = String::with_capacity(base_text.as_ref().map_or(0, |b| b.len()) + rest.len() + 1);
     let absolute = base_text.as_deref().is_none_or(|b| b.starts_with('/'));
-    let segments = base_text.as_deref().unwrap_or("").split('/').chain(rest.split('/'));
+    let segments = base_text
+        .as_deref()
+        .unwrap_or("")
+        .split('/')
+        .chain(rest.split('/'));
     for seg in segments {
         if seg.is_empty() || seg == "." {
             continue;
@@ -412,4 +497,3 @@ pub(crate) fn resolve_path(text: &str, root: &Path, home: Option<&Path>) -> Resu
     }
     Ok(out)
 }
-

@@ -73,7 +73,19 @@ pub use load::{load, load_file, load_str};
 pub use schema::json_schema;
 
 /// What happens to a command. Ordered by strictness: `Allow < Ask < Deny`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
     Allow,

@@ -92,7 +92,10 @@ impl<'a> LineIndex<'a> {
         let line = self.starts.partition_point(|&s| s <= offset).max(1);
         let start = self.starts[line - 1];
         let col = self.text[start..offset].chars().count() + 1;
-        Pos { line: saturate(line), col: saturate(col) }
+        Pos {
+            line: saturate(line),
+            col: saturate(col),
+        }
     }
 }
 
@@ -118,12 +121,20 @@ pub(crate) fn parse_toml(text: &str) -> Result<Node<'_>, SyntaxError> {
         SyntaxError { pos, message }
     })?;
 
-    fn table<'a>(t: DeTable<'a>, index: &LineIndex<'_>, depth: usize) -> Result<Vec<Entry<'a>>, SyntaxError> {
+    fn table<'a>(
+        t: DeTable<'a>,
+        index: &LineIndex<'_>,
+        depth: usize,
+    ) -> Result<Vec<Entry<'a>>, SyntaxError> {
         let mut entries = Vec::with_capacity(t.len());
         for (k, v) in t {
             let key_pos = index.pos(k.span().start);
             let value = node(v, index, depth + 1)?;
-            entries.push(Entry { key: k.into_inner(), key_pos, value });
+            entries.push(Entry {
+                key: k.into_inner(),
+                key_pos,
+                value,
+            });
         }
         // The parser's map is ordered by key; report problems in file order instead.
         entries.sort_by_key(|e| (e.key_pos.line, e.key_pos.col));
@@ -137,7 +148,10 @@ pub(crate) fn parse_toml(text: &str) -> Result<Node<'_>, SyntaxError> {
     ) -> Result<Node<'a>, SyntaxError> {
         let pos = index.pos(v.span().start);
         if depth > MAX_DEPTH {
-            return Err(SyntaxError { pos, message: "nesting too deep".into() });
+            return Err(SyntaxError {
+                pos,
+                message: "nesting too deep".into(),
+            });
         }
         let value = match v.into_inner() {
             DeValue::String(s) => Value::Str(s),
@@ -158,7 +172,10 @@ pub(crate) fn parse_toml(text: &str) -> Result<Node<'_>, SyntaxError> {
     }
 
     let entries = table(doc.into_inner(), &index, 0)?;
-    Ok(Node { pos: Pos::START, value: Value::Table(entries) })
+    Ok(Node {
+        pos: Pos::START,
+        value: Value::Table(entries),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -175,11 +192,17 @@ impl<'de> serde::Deserialize<'de> for YamlNode {
 
 fn yaml_pos(l: &serde_saphyr::Location) -> Pos {
     let sat = |n: u64| u32::try_from(n).unwrap_or(u32::MAX).max(1);
-    Pos { line: sat(l.line()), col: sat(l.column()) }
+    Pos {
+        line: sat(l.line()),
+        col: sat(l.column()),
+    }
 }
 
 fn from_spanned(s: serde_saphyr::Spanned<YamlNode>) -> Node<'static> {
-    Node { pos: yaml_pos(&s.referenced), value: s.value.0 }
+    Node {
+        pos: yaml_pos(&s.referenced),
+        value: s.value.0,
+    }
 }
 
 struct YamlVisitor;
@@ -235,7 +258,11 @@ impl<'de> serde::de::Visitor<'de> for YamlVisitor {
         while let Some((k, v)) =
             map.next_entry::<serde_saphyr::Spanned<String>, serde_saphyr::Spanned<YamlNode>>()?
         {
-            entries.push(Entry { key: Cow::Owned(k.value), key_pos: yaml_pos(&k.referenced), value: from_spanned(v) });
+            entries.push(Entry {
+                key: Cow::Owned(k.value),
+                key_pos: yaml_pos(&k.referenced),
+                value: from_spanned(v),
+            });
         }
         Ok(Value::Table(entries))
     }
@@ -243,14 +270,20 @@ impl<'de> serde::de::Visitor<'de> for YamlVisitor {
 
 pub(crate) fn parse_yaml(text: &str) -> Result<Node<'static>, SyntaxError> {
     if text.trim().is_empty() {
-        return Ok(Node { pos: Pos::START, value: Value::Table(Vec::new()) });
+        return Ok(Node {
+            pos: Pos::START,
+            value: Value::Table(Vec::new()),
+        });
     }
     match serde_saphyr::from_str::<serde_saphyr::Spanned<YamlNode>>(text) {
         Ok(doc) => {
             let node = from_spanned(doc);
             // A document holding only comments or `~` is an empty policy.
             if matches!(node.value, Value::Null) {
-                return Ok(Node { pos: Pos::START, value: Value::Table(Vec::new()) });
+                return Ok(Node {
+                    pos: Pos::START,
+                    value: Value::Table(Vec::new()),
+                });
             }
             check_depth(&node, 0)?;
             Ok(node)
@@ -262,18 +295,26 @@ pub(crate) fn parse_yaml(text: &str) -> Result<Node<'static>, SyntaxError> {
             if let Some(i) = message.rfind(" at line ") {
                 message.truncate(i);
             }
-            Err(SyntaxError { pos, message: message.trim().to_string() })
+            Err(SyntaxError {
+                pos,
+                message: message.trim().to_string(),
+            })
         }
     }
 }
 
 fn check_depth(node: &Node<'_>, depth: usize) -> Result<(), SyntaxError> {
     if depth > MAX_DEPTH {
-        return Err(SyntaxError { pos: node.pos, message: "nesting too deep".into() });
+        return Err(SyntaxError {
+            pos: node.pos,
+            message: "nesting too deep".into(),
+        });
     }
     match &node.value {
         Value::Array(items) => items.iter().try_for_each(|n| check_depth(n, depth + 1)),
-        Value::Table(entries) => entries.iter().try_for_each(|e| check_depth(&e.value, depth + 1)),
+        Value::Table(entries) => entries
+            .iter()
+            .try_for_each(|e| check_depth(&e.value, depth + 1)),
         _ => Ok(()),
     }
 }
@@ -299,7 +340,9 @@ mod tests {
         let Value::Table(e) = n.value else { panic!() };
         assert_eq!(e[0].key, "a");
         assert_eq!(e[1].key_pos, Pos { line: 2, col: 2 });
-        let Value::Table(inner) = &e[1].value.value else { panic!() };
+        let Value::Table(inner) = &e[1].value.value else {
+            panic!()
+        };
         assert_eq!(inner[0].key_pos, Pos { line: 3, col: 3 });
         assert_eq!(inner[0].value.pos, Pos { line: 3, col: 7 });
     }
@@ -308,7 +351,9 @@ mod tests {
     fn yaml_positions() {
         let n = parse_yaml("a: 1\nt:\n  b: x\n").unwrap();
         let Value::Table(e) = n.value else { panic!() };
-        let Value::Table(inner) = &e[1].value.value else { panic!() };
+        let Value::Table(inner) = &e[1].value.value else {
+            panic!()
+        };
         assert_eq!(inner[0].key_pos, Pos { line: 3, col: 3 });
         assert_eq!(inner[0].value.pos, Pos { line: 3, col: 6 });
     }

@@ -200,7 +200,12 @@ mod tests {
     use super::*;
 
     fn keys(schema: &serde_json::Value) -> Vec<String> {
-        let mut k: Vec<String> = schema["properties"].as_object().unwrap().keys().cloned().collect();
+        let mut k: Vec<String> = schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
         k.sort();
         k
     }
