@@ -47,11 +47,13 @@ impl Default for Limits {
 /// bound is a safety net for the walker's recursion; constructs are counted exactly.
 const NODES_PER_LEVEL: usize = 16;
 
-/// Stack for the thread that walks the tree. The walker recurses once per syntax level (at
-/// most `max_depth * NODES_PER_LEVEL`), a few KiB per level in debug builds; a thread of its
-/// own makes that independent of the caller's stack (test threads have 2 MiB). The memory is
-/// reserved, not committed, until used.
-const WALK_STACK: usize = 64 << 20;
+/// The walker recurses once per syntax level (at most `max_depth * NODES_PER_LEVEL`), a few KiB
+/// per level in debug builds. Before each level it makes sure this much stack is left, and
+/// grows the stack onto the heap (in `STACK_GROW` chunks) when it is not — so deep but
+/// bounded input cannot overflow a small caller stack (test threads have 2 MiB), and shallow
+/// input costs one comparison.
+const STACK_RED_ZONE: usize = 128 << 10;
+const STACK_GROW: usize = 4 << 20;
 
 /// Node kinds that open a nesting level, for [`Limits::max_depth`].
 fn opens_level(kind: &str) -> bool {
@@ -83,22 +85,7 @@ pub(crate) fn parse(source: &str, limits: &Limits) -> Result<CommandTree, Unpars
         return Err(Unparseable::TooLarge { len: source.len(), limit: limits.max_bytes });
     }
     let deadline = Instant::now() + limits.timeout;
-    let needed = limits.max_depth.saturating_mul(NODES_PER_LEVEL).saturating_mul(8 << 10);
-    let stack = WALK_STACK.max(needed.min(1 << 30));
-    std::thread::scope(|s| {
-        match std::thread::Builder::new()
-            .name("pinfold-shell-parse".into())
-            .stack_size(stack)
-            .spawn_scoped(s, || parse_here(source, limits, deadline))
-        {
-            Ok(handle) => match handle.join() {
-                Ok(r) => r,
-                Err(panic) => std::panic::resume_unwind(panic),
-            },
-            // No thread to be had: walk here, with the depth bound as the only guard.
-            Err(_) => parse_here(source, limits, deadline),
-        }
-    })
+    parse_here(source, limits, deadline)
 }
 
 fn parse_here(source: &str, limits: &Limits, deadline: Instant) -> Result<CommandTree, Unparseable> {
@@ -361,6 +348,10 @@ impl<'a> Walker<'a> {
     }
 
     fn visit(&mut self, n: Node<'_>) {
+        stacker::maybe_grow(STACK_RED_ZONE, STACK_GROW, || self.visit_here(n));
+    }
+
+    fn visit_here(&mut self, n: Node<'_>) {
         if self.error.is_some() {
             return;
         }
