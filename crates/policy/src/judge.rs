@@ -153,9 +153,20 @@ impl Policy {
     pub fn judge_tree(&self, tree: CommandTree, cwd: &Path) -> Judgement {
         let home = self.config.home.clone();
         let env = Env { cwd, home: home.as_deref(), paths: &self.config.paths };
+        let recursive = recursive_functions(&tree);
         let mut commands = Vec::with_capacity(tree.commands.len());
         for c in &tree.commands {
-            commands.push(self.judge_command(c, &tree.source, &env));
+            let mut v = self.judge_command(c, &tree.source, &env);
+            if c.kind == CommandKind::FunctionCall && v.decision == Action::Allow {
+                let name = c.words.first().map_or("", |w| w.text.as_str());
+                if recursive.iter().any(|r| r == name) {
+                    v.decision = Action::Ask;
+                    v.reason = format!(
+                        "calls `{name}`, a function that calls itself; unbounded recursion (a fork bomb) cannot be ruled out"
+                    );
+                }
+            }
+            commands.push(v);
         }
         let decision = commands.iter().map(|c| c.decision).max().unwrap_or(Action::Allow);
         let reason = match commands.iter().find(|c| c.decision == decision) {
@@ -396,4 +407,45 @@ fn raise_for_redirects(c: &SimpleCommand, preset: &SandboxPreset, env: &Env<'_>,
 pub fn writable(path: &Path, preset: &SandboxPreset) -> bool {
     preset.write_allow.iter().any(|a| matcher::in_or_under(path, a))
         && !preset.write_deny.iter().any(|d| matcher::in_or_under(path, d))
+}
+
+/// Functions defined in the input that can call themselves, directly or through others.
+fn recursive_functions(tree: &CommandTree) -> Vec<String> {
+    use pinfold_shell::Context;
+    if tree.functions.is_empty() {
+        return Vec::new();
+    }
+    // Edges: innermost enclosing function -> called function.
+    let mut edges: Vec<(&str, &str)> = Vec::new();
+    for c in &tree.commands {
+        if c.kind != CommandKind::FunctionCall {
+            continue;
+        }
+        let callee = c.words.first().map_or("", |w| w.text.as_str());
+        let caller = c.context.iter().rev().find_map(|x| match x {
+            Context::Function(f) => Some(f.as_str()),
+            _ => None,
+        });
+        if let Some(caller) = caller {
+            edges.push((caller, callee));
+        }
+    }
+    let mut out = Vec::new();
+    for (f, _) in &tree.functions {
+        // Depth-first search from f's callees back to f.
+        let mut stack: Vec<&str> = edges.iter().filter(|(a, _)| a == f).map(|(_, b)| *b).collect();
+        let mut seen: Vec<&str> = Vec::new();
+        while let Some(g) = stack.pop() {
+            if g == f {
+                out.push(f.clone());
+                break;
+            }
+            if seen.contains(&g) {
+                continue;
+            }
+            seen.push(g);
+            stack.extend(edges.iter().filter(|(a, _)| *a == g).map(|(_, b)| *b));
+        }
+    }
+    out
 }

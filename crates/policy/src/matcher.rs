@@ -236,6 +236,12 @@ impl<'a> Enum<'a, '_, '_> {
             return;
         }
         self.cluster(r, i, 1);
+        // A tool we know nothing of may read `-auto-approve` as one option, not a cluster
+        // (tools with a table here are GNU-style or listed as single-dash).
+        let unknown_tool = self.tables.is_empty();
+        if unknown_tool && t.chars().count() > 2 && self.cares_flags && !self.done() {
+            self.option_with_arity(r, t.to_string(), Arity::Unknown, i);
+        }
     }
 
     /// `-abc` from byte `pos`: each character a flag until one takes a value.
@@ -357,7 +363,9 @@ fn judge_reading(p: &Pattern, r: &Reading<'_>, mode: Mode, env: &Env<'_>) -> Out
     }
     // Negated flags.
     for names in &p.negated {
-        if r.flags.iter().any(|o| flag_name_matches(&o.name, names, mode)) {
+        // An abbreviation (`--in-pl` for `--in-place`) counts as present in every mode: for
+        // an allow rule that is the stricter reading.
+        if r.flags.iter().any(|o| flag_name_matches(&o.name, names, Mode::Any)) {
             return Outcome::No;
         }
         if mode == Mode::Every && r.dynamic {

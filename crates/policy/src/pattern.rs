@@ -193,6 +193,7 @@ impl Pattern {
                         None => (tok.text.as_str(), None),
                     };
                     let names = flag_names(names_part, tok.offset)?;
+                    check_not_cluster(&names, &tables, &cmd_name, tok.offset)?;
                     let mut value = match value_part {
                         Some(v) => Some(alts(&Tok { text: v.into(), quoted: false, offset: tok.offset }, tok.offset)?),
                         None => None,
@@ -283,6 +284,27 @@ fn is_class_end(t: &str) -> bool {
 
 fn is_flag(t: &str) -> bool {
     t.len() > 1 && t.starts_with('-') && t != "--" && t.split('|').all(|a| a.starts_with('-') && a.len() > 1)
+}
+
+/// `rm -rf` in a pattern would name an option rm does not have: rm reads `-rf` as `-r -f`,
+/// so the token could never match. Say so instead of compiling a rule that never fires.
+fn check_not_cluster(names: &[String], tables: &[&'static Table], cmd: &str, offset: usize) -> Result<(), PatternError> {
+    let Some(first) = tables.first() else { return Ok(()) };
+    if first.style != options::Style::Gnu {
+        return Ok(());
+    }
+    for n in names {
+        let body = &n[1..];
+        if !n.starts_with("--") && body.chars().count() > 1 && body.chars().all(|c| c.is_ascii_alphabetic()) && !options::listed(tables, n) {
+            let split: Vec<String> = body.chars().map(|c| format!("-{c}")).collect();
+            return Err(err(
+                offset,
+                format!("`{cmd}` reads `{n}` as the cluster `{}`, so this flag token never matches", split.join(" ")),
+                Some(&format!("write the flags as separate tokens: `{}`", split.join(" "))),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn flag_names(t: &str, offset: usize) -> Result<Vec<String>, PatternError> {
@@ -458,5 +480,9 @@ mod tests {
         assert!(Pattern::parse("a b||c", &|_| true).is_err());
         assert!(Pattern::parse("a 'b", &|_| true).is_err());
         assert!(Pattern::parse("a ]", &|_| true).is_ok(), "a lone ] outside a group is literal");
+        let e = Pattern::parse("rm -rf *", &|_| true).unwrap_err();
+        assert_eq!(e.hint.as_deref(), Some("write the flags as separate tokens: `-r -f`"));
+        assert!(Pattern::parse("find . -delete", &|_| true).is_ok(), "find reads -delete whole");
+        assert!(Pattern::parse("mytool -auto-approve", &|_| true).is_ok(), "no table: cannot tell");
     }
 }
