@@ -114,11 +114,11 @@ fn run(cli: Cli) -> Result<i32, anyhow_lite::Error> {
         Command::Check(args) => check::run(args),
         Command::Validate(args) => {
             let file = args.file.or(args.config);
-            let policy = load_policy(file.as_deref(), args.cwd.as_deref(), true)?;
+            let policy = load_policy(file.as_deref(), args.cwd.as_deref(), false)?;
             let c = policy.config();
             println!(
                 "ok: {} rules, {} sandbox presets, {} tests, from {}",
-                c.rules.len(),
+                policy.rule_count(),
                 c.sandboxes.len(),
                 policy.test_count(),
                 c.sources.join(", ")
@@ -127,7 +127,7 @@ fn run(cli: Cli) -> Result<i32, anyhow_lite::Error> {
         }
         Command::Test(args) => {
             let file = args.file.or(args.config);
-            let policy = load_policy(file.as_deref(), args.cwd.as_deref(), true)?;
+            let policy = load_policy(file.as_deref(), args.cwd.as_deref(), false)?;
             let failures = policy.run_tests();
             let total = policy.test_count();
             for f in &failures {
@@ -156,7 +156,7 @@ fn run(cli: Cli) -> Result<i32, anyhow_lite::Error> {
 pub(crate) fn load_policy(
     file: Option<&std::path::Path>,
     cwd: Option<&std::path::Path>,
-    _strict: bool,
+    cached: bool,
 ) -> Result<Policy, anyhow_lite::Error> {
     let cwd = match cwd {
         Some(d) => absolute(d)?,
@@ -165,8 +165,28 @@ pub(crate) fn load_policy(
     let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
     let xdg = std::env::var_os("XDG_CONFIG_HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
     let opts = LoadOptions { explicit: file.map(PathBuf::from), cwd, home, xdg_config_home: xdg };
+    if cached {
+        if let Some(dir) = cache_dir() {
+            return pinfold_policy::load_cached(&opts, &dir).map_err(|e| match e {
+                pinfold_policy::LoadError::Config(c) => anyhow_lite::Error::config(c),
+                pinfold_policy::LoadError::Policy(p) => anyhow_lite::Error::new(p.to_string()),
+            });
+        }
+    }
     let config = config::load(&opts).map_err(anyhow_lite::Error::config)?;
     Policy::new(config).map_err(|e| anyhow_lite::Error::new(e.to_string()))
+}
+
+/// Where `check` caches loaded policies: `$PINFOLD_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/pinfold`, else `~/.cache/pinfold`. `PINFOLD_NO_CACHE=1` turns it off.
+fn cache_dir() -> Option<PathBuf> {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if std::env::var_os("PINFOLD_NO_CACHE").is_some_and(|v| v != "0" && !v.is_empty()) {
+        return None;
+    }
+    var("PINFOLD_CACHE_DIR")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("pinfold")))
+        .or_else(|| var("HOME").map(|h| h.join(".cache").join("pinfold")))
 }
 
 fn absolute(d: &std::path::Path) -> Result<PathBuf, anyhow_lite::Error> {

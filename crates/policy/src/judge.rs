@@ -34,20 +34,105 @@ pub struct PolicyError {
 }
 
 #[derive(Debug)]
-struct Rule {
-    spec: RuleSpec,
-    pattern: Pattern,
+pub(crate) struct Rule {
+    pub(crate) spec: RuleSpec,
+    pub(crate) pattern: Pattern,
 }
 
 /// A compiled policy, ready to judge.
 #[derive(Debug)]
 pub struct Policy {
-    config: Config,
-    rules: Vec<Rule>,
-    /// Rule indices by literal command basename.
-    by_name: HashMap<String, Vec<usize>>,
+    /// The configuration; when loaded from the cache its `rules` are empty (see `store`).
+    pub(crate) config: Config,
+    pub(crate) store: RuleStore,
+    /// Rule indices by literal command basename (and subcommand, see `index_keys`).
+    pub(crate) by_name: Index,
     /// Rules whose command token is a glob: checked for every command.
-    wildcard: Vec<usize>,
+    pub(crate) wildcard: Vec<usize>,
+}
+
+/// Where compiled rules come from: compiled up front, or decoded from the cache on first use
+/// (a check of `git status` then decodes only the rules that can match `git status`).
+#[derive(Debug)]
+pub(crate) enum RuleStore {
+    Eager(Vec<Rule>),
+    Lazy {
+        /// The cache entry, read on demand.
+        file: std::fs::File,
+        /// Offset records: 16 hex digits per rule (start and end in the entry), in memory.
+        records: Vec<u8>,
+        cells: Vec<std::sync::OnceLock<Option<Rule>>>,
+    },
+}
+
+/// Rule indices by key.
+#[derive(Debug)]
+pub(crate) enum Index {
+    Map(HashMap<String, Vec<usize>>),
+    /// Sorted `key\tN,N,…\n` lines from a cache entry, searched without parsing.
+    Lines(Vec<u8>),
+}
+
+impl Index {
+    pub(crate) fn get(&self, key: &str) -> Option<Vec<usize>> {
+        match self {
+            Index::Map(m) => m.get(key).cloned(),
+            Index::Lines(section) => lookup_line(section, key),
+        }
+    }
+}
+
+/// Binary search over sorted `key\tN,N\n` lines.
+fn lookup_line(b: &[u8], key: &str) -> Option<Vec<usize>> {
+    let key = key.as_bytes();
+    let (mut lo, mut hi) = (0usize, b.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        // The line containing `mid`.
+        let ls = b[..mid].iter().rposition(|&c| c == b'\n').map_or(0, |p| p + 1);
+        let le = b[ls..].iter().position(|&c| c == b'\n').map_or(b.len(), |p| ls + p);
+        let line = &b[ls..le];
+        let tab = line.iter().position(|&c| c == b'\t')?;
+        match line[..tab].cmp(key) {
+            std::cmp::Ordering::Equal => {
+                let v = std::str::from_utf8(&line[tab + 1..]).ok()?;
+                return v.split(',').map(|n| n.parse().ok()).collect();
+            }
+            std::cmp::Ordering::Less => lo = le + 1,
+            std::cmp::Ordering::Greater => hi = ls,
+        }
+    }
+    None
+}
+
+impl RuleStore {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            RuleStore::Eager(v) => v.len(),
+            RuleStore::Lazy { cells, .. } => cells.len(),
+        }
+    }
+
+    /// Rule `i`; `None` only if a cached rule cannot be decoded (a damaged cache).
+    pub(crate) fn get(&self, i: usize, paths: &dyn Fn(&str) -> bool) -> Option<&Rule> {
+        match self {
+            RuleStore::Eager(v) => v.get(i),
+            RuleStore::Lazy { file, records, cells } => cells
+                .get(i)?
+                .get_or_init(|| {
+                    use std::os::unix::fs::FileExt;
+                    let rec = std::str::from_utf8(records.get(i * 16..i * 16 + 16)?).ok()?;
+                    let a = u64::from_str_radix(&rec[..8], 16).ok()?;
+                    let b = u64::from_str_radix(&rec[8..], 16).ok()?;
+                    let mut buf = vec![0u8; usize::try_from(b.checked_sub(a)?).ok()?];
+                    file.read_exact_at(&mut buf, a).ok()?;
+                    let spec: RuleSpec = serde_json::from_slice(&buf).ok()?;
+                    let pattern = Pattern::parse(&spec.pattern, paths).ok()?;
+                    Some(Rule { spec, pattern })
+                })
+                .as_ref(),
+        }
+    }
 }
 
 /// The verdict on one input.
@@ -114,16 +199,29 @@ impl Policy {
             })?;
             let idx = rules.len();
             match &pattern.literal_names {
+                // Names with control characters cannot be index keys; they are rare enough to
+                // be checked against every command.
+                Some(names) if names.iter().any(|n| n.contains(['\t', '\n', '\0'])) => wildcard.push(idx),
                 Some(names) => {
-                    for n in names {
-                        by_name.entry(n.clone()).or_default().push(idx);
+                    for key in index_keys(names, &pattern) {
+                        by_name.entry(key).or_default().push(idx);
                     }
                 }
                 None => wildcard.push(idx),
             }
             rules.push(Rule { spec: spec.clone(), pattern });
         }
-        Ok(Policy { config, rules, by_name, wildcard })
+        Ok(Policy { config, store: RuleStore::Eager(rules), by_name: Index::Map(by_name), wildcard })
+    }
+
+    /// How many rules the policy has.
+    pub fn rule_count(&self) -> usize {
+        self.store.len()
+    }
+
+    fn rule(&self, i: usize) -> Option<&Rule> {
+        let paths = &self.config.paths;
+        self.store.get(i, &|n| paths.contains_key(n))
     }
 
     /// The configuration this policy was compiled from.
@@ -182,18 +280,36 @@ impl Policy {
         Judgement { decision, reason, commands, sandbox, parse_error: None, tree: Some(tree) }
     }
 
-    fn candidates(&self, name: &str) -> impl Iterator<Item = &Rule> {
+    /// Rules that may match a command named `name`; `None` stands for a cached rule that
+    /// could not be decoded.
+    fn candidates(&self, c: &SimpleCommand) -> impl Iterator<Item = Option<&Rule>> {
+        let name = c.words.first().map_or("", |w| w.text.as_str());
         let base = crate::pattern::basename(name);
-        let mut idx: Vec<usize> = self.by_name.get(base).cloned().unwrap_or_default();
-        if base != name {
-            if let Some(v) = self.by_name.get(name) {
+        let mut idx: Vec<usize> = Vec::new();
+        // Any argument may be the first positional in some reading (an unknown option may
+        // have taken the words before it), so every static argument's subcommand bucket is
+        // looked at; a dynamic argument could be anything, so then all of them are.
+        let any_dynamic = c.words[1..].iter().any(|w| w.dynamic && w.home_suffix.is_none());
+        for n in if base == name { vec![base] } else { vec![base, name] } {
+            if let Some(v) = self.by_name.get(n) {
                 idx.extend(v);
+            }
+            if any_dynamic {
+                if let Some(v) = self.by_name.get(&format!("{n}\0*")) {
+                    idx.extend(v);
+                }
+            } else {
+                for w in &c.words[1..] {
+                    if let Some(v) = self.by_name.get(&format!("{n}\0{}", w.text)) {
+                        idx.extend(v);
+                    }
+                }
             }
         }
         idx.extend(&self.wildcard);
         idx.sort_unstable();
         idx.dedup();
-        idx.into_iter().map(move |i| &self.rules[i])
+        idx.into_iter().map(move |i| self.rule(i))
     }
 
     fn judge_command(&self, c: &SimpleCommand, source: &str, env: &Env<'_>) -> CommandVerdict {
@@ -233,7 +349,12 @@ impl Policy {
                     let mut ask_hit: Option<&Rule> = None;
                     let mut dyn_deny: Option<&Rule> = None;
                     let mut allow_hit: Option<&Rule> = None;
-                    for rule in self.candidates(name) {
+                    let mut damaged = false;
+                    for rule in self.candidates(c) {
+                        let Some(rule) = rule else {
+                            damaged = true;
+                            continue;
+                        };
                         let mode = if rule.spec.action == Action::Allow { Mode::Every } else { Mode::Any };
                         let o = matcher::matches(&rule.pattern, c, mode, env);
                         if o == Outcome::No {
@@ -266,6 +387,10 @@ impl Policy {
                         v.decision = Action::Deny;
                         v.reason = format!("denied by rule `{}` ({})", r.spec.pattern, r.spec.location);
                         Some(r)
+                    } else if damaged {
+                        v.decision = Action::Ask;
+                        v.reason = "a rule in the policy cache cannot be read; delete the cache (or set PINFOLD_NO_CACHE=1)".into();
+                        None
                     } else if let Some(r) = dyn_deny {
                         v.decision = Action::Ask;
                         v.reason = format!(
@@ -347,7 +472,7 @@ impl Policy {
                 });
             }
         };
-        for r in &self.rules {
+        for r in (0..self.rule_count()).filter_map(|i| self.rule(i)) {
             for (expect, cmd, loc) in &r.spec.tests {
                 check(cmd, *expect, loc, Some(&r.spec.pattern), &root);
             }
@@ -361,7 +486,8 @@ impl Policy {
 
     /// How many tests [`Policy::run_tests`] runs.
     pub fn test_count(&self) -> usize {
-        self.rules.iter().map(|r| r.spec.tests.len()).sum::<usize>() + self.config.tests.len()
+        (0..self.rule_count()).filter_map(|i| self.rule(i)).map(|r| r.spec.tests.len()).sum::<usize>()
+            + self.config.tests.len()
     }
 }
 
@@ -448,4 +574,52 @@ fn recursive_functions(tree: &CommandTree) -> Vec<String> {
         }
     }
     out
+}
+
+/// Index keys for a rule: `name` for rules that may match any subcommand, `name\0sub` for
+/// each literal first positional (`git push …` under `git\0push`), plus `name\0*` listing
+/// every subcommand-indexed rule of `name` (used when an argument is dynamic).
+fn index_keys(names: &[String], pattern: &Pattern) -> Vec<String> {
+    use crate::pattern::Pos;
+    let subs: Option<Vec<&str>> = match pattern.positional.first() {
+        // Only plain words: path-like tokens (`/`, `~`, `./x`) also match by resolution.
+        Some(Pos::One(alts))
+            if alts.0.iter().all(|g| {
+                !g.wild
+                    && !matches!(g.text.chars().next(), Some('/' | '~' | '.') | None)
+                    && !g.text.contains(['\t', '\n', '\0'])
+            }) =>
+        {
+            Some(alts.0.iter().map(|g| g.text.as_str()).collect())
+        }
+        _ => None,
+    };
+    let mut keys = Vec::new();
+    for n in names {
+        match &subs {
+            Some(subs) => {
+                keys.extend(subs.iter().map(|s| format!("{n}\0{s}")));
+                keys.push(format!("{n}\0*"));
+            }
+            None => keys.push(n.clone()),
+        }
+    }
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lookup_line;
+
+    #[test]
+    fn sorted_line_index() {
+        let section = "a\t1\ngit\t2,3\ngit\u{0}push\t4\nzz\t5\n".as_bytes();
+        assert_eq!(lookup_line(section, "git"), Some(vec![2, 3]));
+        assert_eq!(lookup_line(section, "git\u{0}push"), Some(vec![4]));
+        assert_eq!(lookup_line(section, "a"), Some(vec![1]));
+        assert_eq!(lookup_line(section, "zz"), Some(vec![5]));
+        assert_eq!(lookup_line(section, "b"), None);
+        assert_eq!(lookup_line(section, ""), None);
+        assert_eq!(lookup_line(b"", "a"), None);
+    }
 }

@@ -32,6 +32,7 @@
 //! (`~`, `$HOME`, cwd, `..`) without following symlinks. The kernel sandbox, not the policy,
 //! is the boundary for what a command can touch.
 
+pub mod cache;
 pub mod config;
 pub mod env;
 pub mod judge;
@@ -39,4 +40,5 @@ pub mod matcher;
 pub mod options;
 pub mod pattern;
 
+pub use cache::{load_cached, LoadError};
 pub use judge::{CommandVerdict, Judgement, Policy, PolicyError, RuleMatch, TestFailure};

@@ -73,3 +73,36 @@ fn known_bugs() {
     let (_, failures) = run("corpus/pending");
     assert!(failures.is_empty(), "{} known bugs remain:\n{}", failures.len(), failures.join("\n"));
 }
+
+/// The cache must never change a verdict: every corpus file loaded through `load_cached`,
+/// first as a miss (compiled from the files) and then as a hit (rules decoded lazily from the
+/// entry), gives the same answer to every case.
+#[test]
+fn corpus_through_the_cache() {
+    let project = tempfile::tempdir().expect("temporary project directory");
+    let cache = tempfile::tempdir().expect("temporary cache directory");
+    let mut hits = 0;
+    let mut failures = Vec::new();
+    for file in corpus_files("corpus") {
+        let opts = LoadOptions {
+            explicit: Some(file.clone()),
+            cwd: project.path().to_path_buf(),
+            home: Some(PathBuf::from("/home/agent")),
+            xdg_config_home: None,
+        };
+        for round in 0..2 {
+            let policy = pinfold_policy::load_cached(&opts, cache.path())
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            if round == 1 {
+                hits += 1;
+            }
+            for f in policy.run_tests() {
+                failures.push(format!("round {round}: {}: `{}`: expected {}, got {}", f.location, f.command, f.expected, f.got));
+            }
+        }
+    }
+    assert!(hits > 0);
+    assert!(failures.is_empty(), "the cache changed verdicts:\n{}", failures.join("\n"));
+    let entries = std::fs::read_dir(cache.path()).unwrap().count();
+    assert_eq!(entries, corpus_files("corpus").len(), "one entry per corpus file");
+}

@@ -9,7 +9,7 @@ use serde::Serialize;
 ///
 /// `file` is a display path (relative to the working directory when the file lies below it) or
 /// the name of an embedded preset such as `pinfold:recommended`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 pub struct Location {
     pub file: String,
     pub line: u32,

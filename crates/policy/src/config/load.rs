@@ -73,6 +73,34 @@ pub fn load_str(
     loader.finish()
 }
 
+/// What [`load`] would start from, without reading anything: the layer files in order
+/// (the `-c` file alone, or global, project, local) and the project root. Files they
+/// `extends` are not included. For cache keys.
+pub fn layer_files(opts: &LoadOptions) -> Result<(Vec<PathBuf>, PathBuf), ConfigError> {
+    let project = find_project(&opts.cwd)?;
+    let root = project_root(&opts.cwd, project.as_deref());
+    if let Some(explicit) = &opts.explicit {
+        return Ok((vec![opts.cwd.join(explicit)], root));
+    }
+    let mut files = Vec::new();
+    let config_home = opts
+        .xdg_config_home
+        .clone()
+        .or_else(|| opts.home.as_ref().map(|h| h.join(".config")));
+    if let Some(dir) = config_home
+        && let Some(global) = find_one(&dir.join("pinfold"), "config")?
+    {
+        files.push(global);
+    }
+    if let Some(project) = &project {
+        files.push(project.clone());
+        if let Some(local) = find_one(project.parent().unwrap_or(Path::new("/")), "pinfold.local")? {
+            files.push(local);
+        }
+    }
+    Ok((files, root))
+}
+
 /// The single `STEM.{toml,yaml,yml,json}` in `dir`, if any; two of them is an error.
 fn find_one(dir: &Path, stem: &str) -> Result<Option<PathBuf>, ConfigError> {
     let mut found: Option<PathBuf> = None;
@@ -124,6 +152,7 @@ struct Merged {
     tests: Vec<TestCase>,
     refs: Vec<super::decode::Reference>,
     sources: Vec<String>,
+    files: Vec<PathBuf>,
 }
 
 struct Loader<'o> {
@@ -206,6 +235,7 @@ impl<'o> Loader<'o> {
             location: from.cloned(),
             source,
         })?;
+        self.merged.files.push(path.to_path_buf());
         self.load_text(identity, display, &text, format, path.parent())
     }
 
@@ -393,6 +423,7 @@ impl<'o> Loader<'o> {
             sandboxes,
             tests: m.tests,
             sources: m.sources,
+            files: m.files,
             project_root: root,
             home: self.opts.home.clone(),
         })

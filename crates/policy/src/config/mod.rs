@@ -69,7 +69,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use error::{ConfigError, Location};
-pub use load::{load, load_file, load_str};
+pub use load::{layer_files, load, load_file, load_str};
 pub use schema::json_schema;
 
 /// What happens to a command. Ordered by strictness: `Allow < Ask < Deny`.
@@ -153,7 +153,7 @@ pub struct LoadOptions {
 }
 
 /// Settings for commands no rule decides.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Defaults {
     /// Verdict for a command no rule matches.
     pub action: Action,
@@ -164,7 +164,7 @@ pub struct Defaults {
 }
 
 /// One rule as written: an action, a pattern and what goes with it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RuleSpec {
     pub action: Action,
     /// The pattern text, uninterpreted (may contain `<path:NAME>`).
@@ -182,7 +182,7 @@ pub struct RuleSpec {
 }
 
 /// A named sandbox profile, with paths resolved and `<path:NAME>` expanded.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SandboxPreset {
     pub name: String,
     pub write_allow: Vec<String>,
@@ -196,7 +196,7 @@ pub struct SandboxPreset {
 }
 
 /// A whole-policy test: this command should get this verdict.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TestCase {
     pub command: String,
     pub expect: Action,
@@ -205,7 +205,7 @@ pub struct TestCase {
 }
 
 /// The merged, validated configuration.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Config {
     pub defaults: Defaults,
     /// Named path sets, resolved to absolute paths (globs kept).
@@ -216,6 +216,8 @@ pub struct Config {
     pub tests: Vec<TestCase>,
     /// Display names of the files loaded, in order (`pinfold:NAME` for embedded presets).
     pub sources: Vec<String>,
+    /// Every file read, in order (not embedded presets). For cache invalidation.
+    pub files: Vec<PathBuf>,
     /// Relative paths in every layer resolve against this directory.
     pub project_root: PathBuf,
     pub home: Option<PathBuf>,

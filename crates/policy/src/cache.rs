@@ -1,0 +1,301 @@
+//! A cache of the loaded policy, so that a `pinfold check` with a large policy does not parse
+//! and validate every file on every call.
+//!
+//! **Never stale.** The cache key hashes everything the loaded policy depends on: pinfold's
+//! version and its embedded presets, the load options (working directory, home, config home,
+//! `-c` file), the project root (it moves when a `.git` appears), and the path and full content
+//! of every layer file. Files pulled in through `extends` are listed in the entry with their
+//! content hashes and checked on every hit. Any difference is a miss: the policy is loaded
+//! and validated from the files, and a new entry written (atomically, by rename).
+//!
+//! **Lazy.** An entry stores the configuration without its rules, an index of rules by command
+//! name, and each rule as its own JSON line. A hit decodes and compiles only the rules that
+//! can match the commands judged. A rule that cannot be decoded makes its command ask.
+//!
+//! **Trust.** The cache directory must be writable only by the user, like the policy files
+//! themselves: whoever can write it can change the verdicts. The sandbox keeps it read-only
+//! for confined commands (see `docs/design/threat-model.md`).
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{self, Config, ConfigError, LoadOptions};
+use crate::judge::{Index, Policy, PolicyError, RuleStore};
+
+const MAGIC: &str = "PINFOLD-POLICY-CACHE 1";
+/// Old entries beyond this many are removed when a new one is written.
+const MAX_ENTRIES: usize = 64;
+
+/// Why a policy could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+}
+
+/// The first line after the magic. Sections follow in this order, their lengths here.
+#[derive(Serialize, Deserialize)]
+struct Header {
+    /// Files read through `extends`, with the hash of their content.
+    deps: Vec<(PathBuf, u64)>,
+    /// The configuration without its rules.
+    config: Config,
+    wildcard: Vec<usize>,
+    rule_count: usize,
+    /// Bytes of the index section: sorted `key\tN,N,…\n` lines.
+    index_len: usize,
+}
+
+// Entry layout:
+//   MAGIC \n  header-json \n  index-lines  offset-records \n  rule-json \n rule-json \n …
+// Offset records are 16 hex digits per rule (start and end, 8 each, absolute in the entry),
+// so rule i is found without parsing the others.
+
+fn hash_bytes(b: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    b.hash(&mut h);
+    h.finish()
+}
+
+/// Load the policy for `opts`, from the cache in `dir` when a valid entry exists.
+pub fn load_cached(opts: &LoadOptions, dir: &Path) -> Result<Policy, LoadError> {
+    let Some((key, layers)) = cache_key(opts) else {
+        // Discovery failed (an ambiguous pair of files, say): the full load reports it.
+        return Ok(Policy::new(config::load(opts)?)?);
+    };
+    let path = dir.join(format!("policy-{key:016x}.cache"));
+    if let Some(policy) = from_entry(&path) {
+        return Ok(policy);
+    }
+    let policy = Policy::new(config::load(opts)?)?;
+    // Best effort: a cache that cannot be written only costs time.
+    let _ = write_entry(&policy, &path, &layers, dir);
+    Ok(policy)
+}
+
+/// The key for `opts`, and the layer files it covers. `None` if discovery fails.
+fn cache_key(opts: &LoadOptions) -> Option<(u64, Vec<PathBuf>)> {
+    let (layers, root) = config::layer_files(opts).ok()?;
+    let mut h = DefaultHasher::new();
+    MAGIC.hash(&mut h);
+    env!("CARGO_PKG_VERSION").hash(&mut h);
+    // Covers this crate's code and its embedded presets (build.rs hashes both), so a build
+    // that reads or indexes policy differently never trusts an older entry.
+    env!("PINFOLD_POLICY_BUILD_HASH").hash(&mut h);
+    opts.cwd.hash(&mut h);
+    opts.home.hash(&mut h);
+    opts.xdg_config_home.hash(&mut h);
+    opts.explicit.hash(&mut h);
+    root.hash(&mut h);
+    for f in &layers {
+        f.hash(&mut h);
+        std::fs::read(f).ok()?.hash(&mut h);
+    }
+    Some((h.finish(), layers))
+}
+
+/// Open a cache entry: read the header, index and offset records; rules stay on disk until a
+/// command needs them. `None` for anything amiss (the caller then loads from the files).
+fn from_entry(path: &Path) -> Option<Policy> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path).ok()?;
+    // The magic line and the header line: read in chunks until the second newline.
+    let mut head = Vec::with_capacity(8192);
+    let mut chunk = vec![0u8; 8192];
+    let header_end = loop {
+        let n = file.read_at(&mut chunk, head.len() as u64).ok()?;
+        if n == 0 {
+            return None;
+        }
+        let before = head.len();
+        head.extend_from_slice(&chunk[..n]);
+        let mut newlines = head.iter().enumerate().filter(|(_, c)| **c == b'\n').map(|(i, _)| i);
+        let first = newlines.next();
+        if let (Some(_), Some(second)) = (first, newlines.next()) {
+            break second + 1;
+        }
+        if before > (64 << 20) {
+            return None;
+        }
+    };
+    let magic_end = MAGIC.len() + 1;
+    if head.get(..magic_end)? != format!("{MAGIC}\n").as_bytes() {
+        return None;
+    }
+    let header: Header = serde_json::from_slice(&head[magic_end..header_end - 1]).ok()?;
+    for (dep, hash) in &header.deps {
+        if hash_bytes(&std::fs::read(dep).ok()?) != *hash {
+            return None;
+        }
+    }
+    // Index lines and offset records, in one read.
+    let mut section = vec![0u8; header.index_len + header.rule_count * 16];
+    file.read_exact_at(&mut section, header_end as u64).ok()?;
+    let records = section.split_off(header.index_len);
+    let mut cells = Vec::with_capacity(header.rule_count);
+    cells.resize_with(header.rule_count, std::sync::OnceLock::new);
+    Some(Policy {
+        config: header.config,
+        by_name: Index::Lines(section),
+        store: RuleStore::Lazy { file, records, cells },
+        wildcard: header.wildcard,
+    })
+}
+
+fn write_entry(policy: &Policy, path: &Path, layers: &[PathBuf], dir: &Path) -> std::io::Result<()> {
+    let Index::Map(map) = &policy.by_name else { return Ok(()) };
+    let mut keys: Vec<(&String, &Vec<usize>)> = map.iter().collect();
+    keys.sort();
+    let mut index = String::new();
+    for (k, v) in keys {
+        index.push_str(k);
+        index.push('\t');
+        let nums: Vec<String> = v.iter().map(usize::to_string).collect();
+        index.push_str(&nums.join(","));
+        index.push('\n');
+    }
+    let mut deps = Vec::new();
+    for f in &policy.config.files {
+        if !layers.contains(f) {
+            deps.push((f.clone(), hash_bytes(&std::fs::read(f)?)));
+        }
+    }
+    let mut config = policy.config.clone();
+    config.rules.clear();
+    let n = policy.config.rules.len();
+    let header = Header { deps, config, wildcard: policy.wildcard.clone(), rule_count: n, index_len: index.len() };
+    let head = format!("{MAGIC}\n{}\n", serde_json::to_string(&header)?);
+    let rules_start = head.len() + index.len() + n * 16 + 1;
+    let mut records = String::with_capacity(n * 16 + 1);
+    let mut rules = String::new();
+    for spec in &policy.config.rules {
+        let start = rules_start + rules.len();
+        rules.push_str(&serde_json::to_string(spec)?);
+        let end = rules_start + rules.len();
+        if end > u32::MAX as usize {
+            return Ok(()); // Too large for 8 hex digits: do not cache.
+        }
+        records.push_str(&format!("{start:08x}{end:08x}"));
+        rules.push('\n');
+    }
+    records.push('\n');
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(".tmp-{}-{}", std::process::id(), path.file_name().and_then(|n| n.to_str()).unwrap_or("x")));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        for part in [head.as_bytes(), index.as_bytes(), records.as_bytes(), rules.as_bytes()] {
+            f.write_all(part)?;
+        }
+    }
+    std::fs::rename(&tmp, path)?;
+    prune(dir);
+    Ok(())
+}
+
+/// Keep the directory from growing without bound: drop the oldest entries past the limit.
+fn prune(dir: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<(std::time::SystemTime, PathBuf)> = rd
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("policy-"))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    if entries.len() <= MAX_ENTRIES {
+        return;
+    }
+    entries.sort();
+    for (_, p) in entries.iter().take(entries.len() - MAX_ENTRIES) {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Action;
+
+    fn opts(dir: &Path) -> LoadOptions {
+        LoadOptions { explicit: None, cwd: dir.to_path_buf(), home: Some(dir.join("home")), xdg_config_home: None }
+    }
+
+    fn entries(dir: &Path) -> usize {
+        std::fs::read_dir(dir).map(|r| r.count()).unwrap_or(0)
+    }
+
+    #[test]
+    fn hit_miss_and_invalidation() {
+        let tmp = tempfile::tempdir().unwrap();
+        let proj = tmp.path().join("p");
+        let cache = tmp.path().join("cache");
+        std::fs::create_dir_all(&proj).unwrap();
+        std::fs::write(proj.join("base.toml"), "[[rules]]\nallow = \"make *\"\n").unwrap();
+        std::fs::write(proj.join("pinfold.toml"), "extends = [\"base.toml\"]\n[[rules]]\ndeny = \"rm *\"\n").unwrap();
+        let o = opts(&proj);
+
+        let p1 = load_cached(&o, &cache).unwrap();
+        assert!(matches!(p1.store, RuleStore::Eager(_)), "first load is a miss");
+        assert_eq!(entries(&cache), 1);
+        let p2 = load_cached(&o, &cache).unwrap();
+        assert!(matches!(p2.store, RuleStore::Lazy { .. }), "second load is a hit");
+        assert_eq!(p2.judge("rm x", &proj).decision, Action::Deny);
+        assert_eq!(p2.judge("make all", &proj).decision, Action::Allow);
+        assert_eq!(p2.rule_count(), 2);
+
+        // The project file changes (same size, same second): a miss, never the old verdict.
+        std::fs::write(proj.join("pinfold.toml"), "extends = [\"base.toml\"]\n[[rules]]\nask = \"rm *\"\n").unwrap();
+        let p3 = load_cached(&o, &cache).unwrap();
+        assert!(matches!(p3.store, RuleStore::Eager(_)));
+        assert_eq!(p3.judge("rm x", &proj).decision, Action::Ask);
+
+        // A file reached through `extends` changes: the hit is refused.
+        let _ = load_cached(&o, &cache).unwrap();
+        std::fs::write(proj.join("base.toml"), "[[rules]]\ndeny = \"make *\"\n").unwrap();
+        let p4 = load_cached(&o, &cache).unwrap();
+        assert!(matches!(p4.store, RuleStore::Eager(_)));
+        assert_eq!(p4.judge("make all", &proj).decision, Action::Deny);
+
+        // A local layer appears: a different key.
+        let _ = load_cached(&o, &cache).unwrap();
+        std::fs::write(proj.join("pinfold.local.toml"), "[[rules]]\ndeny = \"ls *\"\n").unwrap();
+        let p5 = load_cached(&o, &cache).unwrap();
+        assert_eq!(p5.judge("ls", &proj).decision, Action::Deny);
+    }
+
+    #[test]
+    fn a_damaged_rule_asks_and_a_damaged_entry_is_a_miss() {
+        let tmp = tempfile::tempdir().unwrap();
+        let proj = tmp.path().join("p");
+        let cache = tmp.path().join("cache");
+        std::fs::create_dir_all(&proj).unwrap();
+        std::fs::write(proj.join("pinfold.toml"), "[defaults]\naction = \"allow\"\n[[rules]]\ndeny = \"rm *\"\n").unwrap();
+        let o = opts(&proj);
+        let _ = load_cached(&o, &cache).unwrap();
+        let entry = std::fs::read_dir(&cache).unwrap().next().unwrap().unwrap().path();
+        let text = std::fs::read_to_string(&entry).unwrap();
+        // Break the rule line but keep the header: the rule cannot be read, so `rm` asks.
+        let broken = text.replace("\"deny\"", "\"dxny\"");
+        std::fs::write(&entry, &broken).unwrap();
+        let p = load_cached(&o, &cache).unwrap();
+        assert_eq!(p.judge("rm x", &proj).decision, Action::Ask);
+        // Truncate it: the header no longer parses, the entry is ignored and rewritten.
+        std::fs::write(&entry, &text[..20]).unwrap();
+        let p = load_cached(&o, &cache).unwrap();
+        assert_eq!(p.judge("rm x", &proj).decision, Action::Deny);
+    }
+
+    #[test]
+    fn config_errors_are_reported_not_cached() {
+        let tmp = tempfile::tempdir().unwrap();
+        let proj = tmp.path().join("p");
+        std::fs::create_dir_all(&proj).unwrap();
+        std::fs::write(proj.join("pinfold.toml"), "[[rule]]\n").unwrap();
+        let e = load_cached(&opts(&proj), &tmp.path().join("c")).unwrap_err();
+        assert!(e.to_string().contains("did you mean `rules`"), "{e}");
+        assert_eq!(entries(&tmp.path().join("c")), 0);
+    }
+}
