@@ -124,17 +124,27 @@ fn explain(out: &mut impl Write, j: &Judgement) -> std::io::Result<()> {
             }
         }
         let indent = "  ".repeat(depth);
-        let ctx: Vec<String> = c.context.iter().map(context_name).collect();
-        let via = if c.wrappers.is_empty() { String::new() } else { format!(" via {}", c.wrappers.join(" > ")) };
+        // Wrappers are listed once, after `via`: a `run by sudo` context would repeat them,
+        // and the wrapper of a `bash -c` string is already named by `in bash string`.
+        let ctx: Vec<String> =
+            c.context.iter().filter(|x| !matches!(x, pinfold_shell::Context::Wrapper(_))).map(context_name).collect();
+        let mut via: Vec<&str> = c.wrappers.iter().map(String::as_str).collect();
+        for x in &c.context {
+            if let pinfold_shell::Context::ShellString(w) = x
+                && let Some(k) = via.iter().rposition(|v| *v == w.as_str())
+            {
+                via.remove(k);
+            }
+        }
         writeln!(
             out,
             "{indent}[{i}] {:<5} {}  (bytes {}..{}{}{})",
             v.decision.as_str(),
-            pinfold_shell::join(&v.argv),
+            show_argv(c),
             c.span.start,
             c.span.end,
             if ctx.is_empty() { String::new() } else { format!(", in {}", ctx.join(" > ")) },
-            via,
+            if via.is_empty() { String::new() } else { format!(", via {}", via.join(" > ")) },
         )?;
         writeln!(out, "{indent}      {}", v.reason)?;
         for r in &v.rules {
@@ -158,6 +168,20 @@ fn explain(out: &mut impl Write, j: &Judgement) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// argv for a person, quoted for the shell, except that a `~` bash expands stays unquoted
+/// (`'~'` would read as a file named `~`).
+fn show_argv(c: &pinfold_shell::SimpleCommand) -> String {
+    let words: Vec<String> = c
+        .words
+        .iter()
+        .map(|w| match w.text.strip_prefix('~') {
+            Some(rest) if w.tilde && !w.dynamic && (rest.is_empty() || pinfold_shell::quote(rest) == rest) => w.text.clone(),
+            _ => pinfold_shell::quote(&w.text),
+        })
+        .collect();
+    words.join(" ")
 }
 
 fn context_name(c: &pinfold_shell::Context) -> String {

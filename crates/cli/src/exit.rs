@@ -6,6 +6,10 @@ pub const OK: i32 = 0;
 pub const TEST_FAILED: i32 = 1;
 /// Usage or configuration error.
 pub const USAGE: i32 = 2;
+/// `exec`: the policy denied the command (or it needs confirmation, which exec cannot ask).
+pub const EXEC_DENIED: i32 = 126;
+/// `exec`: the sandbox could not be set up; nothing ran.
+pub const EXEC_SETUP: i32 = 125;
 /// `check`: the command needs a person's confirmation.
 pub const ASK: i32 = 10;
 /// `check`: the command is denied.
@@ -26,3 +30,14 @@ Examples:
   pinfold check -- 'cargo test && git push --force'
   pinfold check --explain -- 'cat <(rm -rf ~)'
   echo 'git status' | pinfold check --json";
+
+pub const EXEC: &str = "\
+Exit status: the command's own status (128+N when killed by signal N); 126 denied by the policy
+(or needs confirmation); 125 the sandbox could not be set up, nothing ran; 127 command not found;
+2 usage or configuration error.
+
+Examples:
+  pinfold exec -- 'cargo build && cargo test'
+  pinfold exec --net on -- npm install
+  pinfold exec --dry-run -- make
+  pinfold exec --report run.json --deny-read secrets/ -- ./build.sh";

@@ -2,6 +2,7 @@
 //! map outcomes to exit codes and output. Exit codes are documented in [`exit`].
 
 mod check;
+mod exec;
 mod exit;
 
 use std::io::Write;
@@ -27,20 +28,36 @@ struct Cli {
 enum Command {
     /// Judge a command against the policy: allow, ask or deny, and why.
     ///
-    /// Give the command as one argument (shell text: `pinfold check -- 'git status && make'`),
-    /// as several arguments (an argv, quoted for the shell: `pinfold check -- rm -rf build`),
-    /// or on standard input.
+    /// Give the command as one argument, read as shell text (`pinfold check -- 'git status &&
+    /// make'`); as several arguments, an argv that pinfold quotes word by word (so
+    /// `pinfold check -- rm -rf 'my dir'` names one directory); or on standard input.
+    ///
+    /// Options go before the command: every argument from the command's first word on is part
+    /// of the command, so `pinfold check ls --json` judges `ls --json`.
     #[command(after_help = exit::CHECK)]
     Check(CheckArgs),
     /// Check policy files for mistakes without judging anything.
     ///
     /// With FILE, checks that file (and what it extends); otherwise the files pinfold would
     /// load in the working directory. Prints what was loaded.
+    #[command(after_help = "Exit status: 0 the policy is valid, 2 usage or configuration error.")]
     Validate(FileArgs),
     /// Run the policy's own tests: each rule's `tests` and every `[[tests]]` case.
     ///
     /// Failures name the rule's location, the command, and the verdict it got instead.
+    #[command(after_help = "Exit status: 0 every test passed, 1 a test failed, 2 usage or configuration error.")]
     Test(FileArgs),
+    /// Judge a command, then run it in a sandbox the kernel enforces.
+    ///
+    /// The command runs only if the policy allows it, inside the sandbox preset the policy
+    /// names: writes only under the preset's writable roots, denied paths read-only or hidden,
+    /// network off unless the preset allows it, secrets removed from the environment. If the
+    /// kernel cannot enforce that, nothing runs.
+    #[command(after_help = exit::EXEC)]
+    Exec(exec::ExecArgs),
+    /// Report what this machine's kernel can enforce, and what to change if it cannot.
+    #[command(after_help = "Exit status: 0 every layer is available, 1 a layer is missing.")]
+    Doctor(exec::DoctorArgs),
     /// Inspect the configuration format.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -85,6 +102,11 @@ struct FileArgs {
 }
 
 fn main() {
+    // The sandbox re-executes pinfold as its helper: route that before any flag parsing.
+    let raw: Vec<String> = std::env::args().collect();
+    if raw.get(1).map(String::as_str) == Some(pinfold_sandbox::HELPER_ARG) {
+        pinfold_sandbox::helper_main(&raw[2..]);
+    }
     let cli = Cli::parse();
     let code = match run(cli) {
         Ok(code) => code,
@@ -98,7 +120,7 @@ fn main() {
 }
 
 /// Print an error for a person: headline, causes, hint.
-fn report(e: &anyhow_lite::Error) {
+pub(crate) fn report(e: &anyhow_lite::Error) {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "error: {}", e.headline);
     for c in &e.causes {
@@ -112,15 +134,18 @@ fn report(e: &anyhow_lite::Error) {
 fn run(cli: Cli) -> Result<i32, anyhow_lite::Error> {
     match cli.command {
         Command::Check(args) => check::run(args),
+        Command::Exec(args) => exec::run(args),
+        Command::Doctor(args) => exec::doctor(args),
         Command::Validate(args) => {
             let file = args.file.or(args.config);
             let policy = load_policy(file.as_deref(), args.cwd.as_deref(), false)?;
             let c = policy.config();
+            let n = |k: usize, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
             println!(
-                "ok: {} rules, {} sandbox presets, {} tests, from {}",
-                policy.rule_count(),
-                c.sandboxes.len(),
-                policy.test_count(),
+                "ok: {}, {}, {}, from {}",
+                n(policy.rule_count(), "rule"),
+                n(c.sandboxes.len(), "sandbox preset"),
+                n(policy.test_count(), "test"),
                 c.sources.join(", ")
             );
             Ok(exit::OK)
@@ -179,7 +204,7 @@ pub(crate) fn load_policy(
 
 /// Where `check` caches loaded policies: `$PINFOLD_CACHE_DIR`, else
 /// `$XDG_CACHE_HOME/pinfold`, else `~/.cache/pinfold`. `PINFOLD_NO_CACHE=1` turns it off.
-fn cache_dir() -> Option<PathBuf> {
+pub(crate) fn cache_dir() -> Option<PathBuf> {
     let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
     if std::env::var_os("PINFOLD_NO_CACHE").is_some_and(|v| v != "0" && !v.is_empty()) {
         return None;
@@ -189,7 +214,7 @@ fn cache_dir() -> Option<PathBuf> {
         .or_else(|| var("HOME").map(|h| h.join(".cache").join("pinfold")))
 }
 
-fn absolute(d: &std::path::Path) -> Result<PathBuf, anyhow_lite::Error> {
+pub(crate) fn absolute(d: &std::path::Path) -> Result<PathBuf, anyhow_lite::Error> {
     let p = std::path::absolute(d).map_err(|e| anyhow_lite::Error::new(format!("bad directory {}", d.display())).cause(e))?;
     if !p.is_dir() {
         return Err(anyhow_lite::Error::new(format!("{} is not a directory", p.display()))
@@ -231,7 +256,12 @@ mod anyhow_lite {
             let mut out = Error::new(e.to_string());
             let mut src = std::error::Error::source(&e);
             while let Some(s) = src {
-                out.causes.push(s.to_string());
+                // A cause the headline already quotes (`cannot read f: No such file…`) is
+                // not repeated.
+                let s_text = s.to_string();
+                if !out.headline.contains(&s_text) {
+                    out.causes.push(s_text);
+                }
                 src = s.source();
             }
             out

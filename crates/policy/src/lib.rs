@@ -37,8 +37,10 @@ pub mod config;
 pub mod env;
 pub mod judge;
 pub mod matcher;
+pub mod merge;
 pub mod options;
 pub mod pattern;
 
 pub use cache::{load_cached, LoadError};
+pub use merge::merge_presets;
 pub use judge::{CommandVerdict, Judgement, Policy, PolicyError, RuleMatch, TestFailure};

@@ -1,0 +1,233 @@
+//! `pinfold exec` and `pinfold doctor`: judge, then run confined; report what the kernel can
+//! enforce.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use pinfold_policy::config::{Action, SandboxPreset};
+use pinfold_sandbox::{Network, Policy as SandboxPolicy, SandboxError};
+
+use crate::anyhow_lite::Error;
+use crate::exit;
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Use only this policy file (plus what it extends).
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Run under this sandbox preset instead of the one the policy picks.
+    #[arg(long, value_name = "PRESET")]
+    sandbox: Option<String>,
+    /// Also let the command write PATH (repeatable).
+    #[arg(long = "write", value_name = "PATH")]
+    write: Vec<PathBuf>,
+    /// Keep PATH read-only even inside a writable root (repeatable).
+    #[arg(long = "deny-write", value_name = "PATH")]
+    deny_write: Vec<PathBuf>,
+    /// Hide PATH from the command (repeatable).
+    #[arg(long = "deny-read", value_name = "PATH")]
+    deny_read: Vec<PathBuf>,
+    /// Network access, overriding the preset.
+    #[arg(long, value_name = "off|on", value_parser = ["off", "on"])]
+    net: Option<String>,
+    /// Run in DIR (also where the project policy is found).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Pass environment variable VAR through even if it looks like a secret (repeatable).
+    #[arg(long = "keep-env", value_name = "VAR")]
+    keep_env: Vec<String>,
+    /// Write what the sandbox enforced, as JSON, to FILE.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// Print the verdict and the resolved sandbox, and run nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Run even when the kernel lacks a layer; the report lists the guarantees that are gone.
+    #[arg(long)]
+    allow_degraded: bool,
+    /// The command: one argument runs as `sh -c ARG`, several as an argv.
+    #[arg(value_name = "COMMAND", trailing_var_arg = true, required = true)]
+    command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print the findings as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Container-engine sockets: hidden by default, since reaching one is root on the host.
+fn engine_sockets() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = ["/var/run/docker.sock", "/run/docker.sock", "/run/podman/podman.sock", "/run/containerd/containerd.sock", "/var/run/crio/crio.sock"]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    if let Some(rt) = std::env::var_os("XDG_RUNTIME_DIR") {
+        let rt = PathBuf::from(rt);
+        v.push(rt.join("docker.sock"));
+        v.push(rt.join("podman/podman.sock"));
+    }
+    v
+}
+
+fn env_path(k: &str) -> Option<PathBuf> {
+    std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+pub fn run(args: ExecArgs) -> Result<i32, Error> {
+    let cwd = match &args.cwd {
+        Some(d) => crate::absolute(d)?,
+        None => std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?,
+    };
+    let policy = crate::load_policy(args.config.as_deref(), Some(&cwd), true)?;
+    // One argument is shell text run by `sh -c`; several are an argv, judged as the shell
+    // would read them quoted.
+    let (text, argv) = if args.command.len() == 1 {
+        (args.command[0].clone(), vec!["/bin/sh".to_string(), "-c".to_string(), args.command[0].clone()])
+    } else {
+        (pinfold_shell::join(&args.command), args.command.clone())
+    };
+    let judgement = policy.judge(&text, &cwd);
+    if judgement.decision != Action::Allow && !args.dry_run {
+        let what = if judgement.decision == Action::Deny { "denied" } else { "needs a person's confirmation, and exec cannot ask" };
+        eprintln!("pinfold: {what}: {}", judgement.reason);
+        if let Some(c) = judgement.commands.iter().find(|c| c.decision == judgement.decision) {
+            if let Some(m) = &c.message {
+                eprintln!("  message: {m}");
+            }
+            if let Some(f) = &c.fix {
+                eprintln!("  fix: {f}");
+            }
+        }
+        return Ok(exit::EXEC_DENIED);
+    }
+    let config = policy.config();
+    // The preset: asked for, or the one the commands name (merged, strictest wins, when they
+    // name several), or the default.
+    let preset_names: Vec<String> = match &args.sandbox {
+        Some(s) => vec![s.clone()],
+        None => {
+            let mut names: Vec<String> = judgement.commands.iter().filter_map(|c| c.sandbox.clone()).collect();
+            names.sort();
+            names.dedup();
+            if names.is_empty() {
+                config.defaults.sandbox.clone().into_iter().collect()
+            } else {
+                names
+            }
+        }
+    };
+    let mut presets: Vec<&SandboxPreset> = Vec::new();
+    for n in &preset_names {
+        match config.sandboxes.get(n) {
+            Some(p) => presets.push(p),
+            None => {
+                let known: Vec<&str> = config.sandboxes.keys().map(String::as_str).collect();
+                return Err(Error::new(format!("no sandbox preset named `{n}`")).hint(format!("the policy defines: {}", known.join(", "))));
+            }
+        }
+    }
+    let Some(preset) = pinfold_policy::merge_presets(&presets) else {
+        return Err(Error::new("the policy names no sandbox preset for this command").hint("set `defaults.sandbox`, or pass --sandbox PRESET"));
+    };
+    let home = env_path("HOME");
+    let mut sp = SandboxPolicy::new(cwd.clone());
+    let root = &config.project_root;
+    let paths = |v: &[String]| -> Vec<PathBuf> { v.iter().map(PathBuf::from).collect() };
+    sp.writable = paths(&preset.write_allow);
+    if preset.write_allow.iter().any(|w| Path::new(w) == root.as_path()) {
+        // A preset that may write the project also gets its git directory (worktrees) and the
+        // toolchain caches that exist.
+        sp.writable = pinfold_sandbox::default_writable(root, None, home.as_deref(), &sp.writable);
+    }
+    sp.writable.extend(args.write.iter().map(|p| cwd.join(p)));
+    sp.write_deny = paths(&preset.write_deny);
+    sp.write_deny.extend(args.deny_write.iter().map(|p| cwd.join(p)));
+    // pinfold's own configuration and cache are never writable from inside: whoever writes
+    // them changes the verdicts.
+    sp.write_deny.extend(config.files.iter().cloned());
+    if let Some(x) = env_path("XDG_CONFIG_HOME").or_else(|| home.as_ref().map(|h| h.join(".config"))) {
+        sp.write_deny.push(x.join("pinfold"));
+    }
+    if let Some(c) = crate::cache_dir() {
+        sp.write_deny.push(c);
+    }
+    sp.read_deny = paths(&preset.read_deny);
+    sp.read_deny.extend(args.deny_read.iter().map(|p| cwd.join(p)));
+    sp.read_deny.extend(engine_sockets());
+    sp.network = match args.net.as_deref() {
+        Some("on") => Network::On,
+        Some(_) => Network::Off,
+        None if preset.network_allow => Network::On,
+        None => Network::Off,
+    };
+    sp.keep_env = preset.env_keep.clone();
+    sp.keep_env.extend(args.keep_env.iter().cloned());
+    sp.allow_degraded = args.allow_degraded;
+
+    if args.dry_run {
+        let plan = sp.plan().map_err(sandbox_error)?;
+        let out = serde_json::json!({
+            "decision": judgement.decision,
+            "reason": judgement.reason,
+            "sandbox": preset.name,
+            "argv": argv,
+            "cwd": cwd,
+            "plan": plan,
+            "keep_env": sp.keep_env,
+        });
+        println!("{}", serde_json::to_string_pretty(&out).expect("JSON values serialise"));
+        return Ok(exit::OK);
+    }
+    match sp.run(&argv) {
+        Ok(outcome) => {
+            if let Some(f) = &args.report {
+                let json = serde_json::to_string_pretty(&outcome.report).expect("the report serialises");
+                std::fs::write(f, json + "\n").map_err(|e| Error::new(format!("cannot write the report to {}", f.display())).cause(e))?;
+            }
+            Ok(outcome.code)
+        }
+        Err(e) => {
+            let err = sandbox_error(e);
+            crate::report(&err);
+            Ok(exit::EXEC_SETUP)
+        }
+    }
+}
+
+fn sandbox_error(e: SandboxError) -> Error {
+    let hint = e.hint().map(str::to_string);
+    let mut err = Error::new(format!("sandbox: {e}"));
+    if let Some(h) = hint {
+        err = err.hint(h);
+    }
+    err
+}
+
+pub fn doctor(args: DoctorArgs) -> Result<i32, Error> {
+    let a = pinfold_sandbox::probe();
+    let problems = a.problems();
+    if args.json {
+        let out = serde_json::json!({
+            "supported": a.supported(),
+            "availability": a,
+            "problems": problems.iter().map(|(layer, why, fix)| serde_json::json!({"layer": layer, "why": why, "fix": fix})).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&out).expect("JSON values serialise"));
+    } else {
+        println!("Landlock ABI:       {}{}", a.landlock_abi, if a.landlock_abi >= 6 { " (file system, TCP, scoping)" } else if a.landlock_abi >= 4 { " (file system, TCP)" } else if a.landlock_abi >= 1 { " (file system)" } else { " (none)" });
+        println!("user namespaces:    {}", if a.user_namespaces { "yes".to_string() } else { format!("no: {}", a.user_namespaces_why.clone().unwrap_or_default()) });
+        println!("network namespaces: {}", if a.network_namespaces { "yes" } else { "no" });
+        println!("seccomp filters:    {}", if a.seccomp { "yes" } else { "no" });
+        if problems.is_empty() {
+            println!("\npinfold can enforce every layer here.");
+        } else {
+            println!();
+            for (layer, why, fix) in &problems {
+                println!("missing: {layer}: {why}\n  fix: {fix}");
+            }
+        }
+    }
+    Ok(if a.supported() { exit::OK } else { exit::TEST_FAILED })
+}

@@ -1,0 +1,96 @@
+//! Which environment variables look like secrets, and the scrubbing itself.
+//!
+//! A confined command does not need the user's tokens: it gets the environment minus every
+//! variable whose name matches [`SECRET_PATTERNS`] (case-insensitive), unless the policy keeps
+//! it by name.
+
+/// Name patterns (`*` matches anything) of variables removed by default.
+pub const SECRET_PATTERNS: &[&str] = &[
+    "*TOKEN*",
+    "*SECRET*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*_KEY",
+    "*_KEY_ID",
+    "*APIKEY*",
+    "*API_KEY*",
+    "*CREDENTIAL*",
+    "*PRIVATE_KEY*",
+    "AWS_*",
+    "AZURE_*",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GCP_*",
+    "CLOUDSDK_*",
+    "DIGITALOCEAN_*",
+    "HEROKU_API_*",
+    "NPM_CONFIG__AUTH*",
+    "*_AUTH",
+    "*_AUTH_TOKEN",
+    "SSH_AUTH_SOCK",
+    "KUBECONFIG",
+    "VAULT_*",
+    "DOCKER_AUTH_CONFIG",
+];
+
+fn glob(p: &[u8], t: &[u8]) -> bool {
+    match (p.first(), t.first()) {
+        (None, None) => true,
+        (Some(b'*'), _) => glob(&p[1..], t) || (!t.is_empty() && glob(p, &t[1..])),
+        (Some(a), Some(b)) if a == b => glob(&p[1..], &t[1..]),
+        _ => false,
+    }
+}
+
+/// Whether a variable named so is removed by default.
+pub fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_PATTERNS.iter().any(|p| glob(p.as_bytes(), upper.as_bytes()))
+}
+
+/// The environment for the command: `env` minus secrets not in `keep`, plus `set`. Returns
+/// the new environment and the names removed.
+pub fn scrub(env: impl Iterator<Item = (String, String)>, keep: &[String], set: &[(String, String)]) -> (Vec<(String, String)>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut removed = Vec::new();
+    for (k, v) in env {
+        if k.starts_with("PINFOLD_SANDBOX_") {
+            continue;
+        }
+        if set.iter().any(|(s, _)| *s == k) {
+            continue;
+        }
+        if is_secret_name(&k) && !keep.contains(&k) {
+            removed.push(k);
+        } else {
+            out.push((k, v));
+        }
+    }
+    out.extend(set.iter().cloned());
+    removed.sort();
+    (out, removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        for n in ["GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_API_KEY", "DB_PASSWORD", "OPENAI_API_KEY", "aws_profile", "SSH_AUTH_SOCK", "NPM_TOKEN", "ANTHROPIC_API_KEY", "KUBECONFIG"] {
+            assert!(is_secret_name(n), "{n}");
+        }
+        for n in ["PATH", "HOME", "CARGO_HOME", "LANG", "TERM", "KEYBOARD", "RUST_LOG", "MONKEY"] {
+            assert!(!is_secret_name(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn scrubbing_keeps_and_sets() {
+        let env = vec![("A_TOKEN".to_string(), "x".to_string()), ("PATH".into(), "/bin".into()), ("KEEP_TOKEN".into(), "k".into()), ("TMPDIR".into(), "/tmp".into())];
+        let (out, removed) = scrub(env.into_iter(), &["KEEP_TOKEN".into()], &[("TMPDIR".into(), "/t".into())]);
+        assert_eq!(removed, ["A_TOKEN"]);
+        assert!(out.contains(&("KEEP_TOKEN".into(), "k".into())));
+        assert!(out.contains(&("TMPDIR".into(), "/t".into())));
+        assert!(!out.contains(&("TMPDIR".into(), "/tmp".into())));
+    }
+}

@@ -1,0 +1,282 @@
+//! Run a command so that the kernel — not pinfold's own process — stops it from writing
+//! outside chosen places, reading chosen secrets, or reaching the network; and say exactly
+//! what was enforced.
+//!
+//! # How the pieces fit
+//!
+//! * [`probe`] asks the kernel what it can do ([`Availability`]): the Landlock ABI (asked
+//!   directly, never inferred from a best-effort call), user namespaces, seccomp.
+//! * A [`Policy`] names writable roots, paths to keep read-only or unreadable, the network,
+//!   and the environment. [`Policy::run`] refuses when the kernel cannot enforce it (unless
+//!   [`Policy::allow_degraded`]), runs the command, and returns its [`Outcome`] with a
+//!   [`SandboxReport`]: the roots actually granted (and those that did not exist), the paths
+//!   protected, and each layer's status as the kernel answered.
+//! * [`default_writable`] gives the usual writable roots for a project: the project, its git
+//!   directory when it lives elsewhere, a private temp dir, toolchain caches that exist.
+//!
+//! The confined child is built in layers, each independent of the others (see
+//! `docs/design/sandbox.md`): namespaces and a read-only mount tree; Landlock; seccomp;
+//! process hygiene (no_new_privs, no capabilities, a new session, death with the parent, a
+//! scrubbed environment).
+//!
+//! # Example
+//!
+//! ```no_run
+//! use pinfold_sandbox::{Network, Policy};
+//!
+//! let mut policy = Policy::new("/work/project".into());
+//! policy.writable.push("/work/project".into());
+//! policy.read_deny.push("/home/me/.ssh".into());
+//! policy.network = Network::Off;
+//! let outcome = policy.run(&["cargo".into(), "test".into()]).expect("sandbox set up");
+//! println!("exit {}; landlock {:?}", outcome.code, outcome.report.landlock);
+//! ```
+//!
+//! # What it does not guarantee
+//!
+//! Reads are open by default (builds need them): only the paths in [`Policy::read_deny`] are
+//! hidden, and a glob there is expanded once, at start — a matching file created later is not
+//! hidden. Paths are protected by mounts of what existed at start; a path that did not exist
+//! gets an empty placeholder for the run. The network is all or nothing here; host allowlists
+//! come from the egress proxy. See `docs/design/threat-model.md`.
+
+mod child;
+mod env;
+mod landlock_layer;
+mod mounts;
+mod parent;
+mod probe;
+mod seccomp;
+#[allow(unsafe_code)]
+mod sys;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use child::helper_main;
+pub use env::{is_secret_name, SECRET_PATTERNS};
+pub use landlock_layer::LandlockReport;
+pub use probe::{probe, Availability};
+pub use seccomp::RULES as SECCOMP_RULES;
+
+/// The hidden subcommand the CLI must route to [`helper_main`].
+pub const HELPER_ARG: &str = "__sandbox-helper";
+
+/// Network access for the confined command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    /// No network: a new, empty network namespace; no TCP in Landlock; no inet sockets.
+    Off,
+    /// The host's network.
+    On,
+}
+
+/// What the confined command may do.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Policy {
+    /// Directories (or files) the command may write, with everything beneath them.
+    pub writable: Vec<PathBuf>,
+    /// Paths kept read-only even inside writable roots (deny wins). Globs are expanded at
+    /// start; paths that do not exist get an empty placeholder for the run.
+    pub write_deny: Vec<PathBuf>,
+    /// Paths hidden: an empty directory or file in their place. Globs expanded at start.
+    pub read_deny: Vec<PathBuf>,
+    pub network: Network,
+    /// Environment variables kept even though their names look like secrets.
+    pub keep_env: Vec<String>,
+    /// Variables to set (after scrubbing), e.g. `TMPDIR` is set by [`Policy::run`].
+    pub set_env: Vec<(String, String)>,
+    /// Working directory of the command.
+    pub cwd: PathBuf,
+    /// Run with fewer layers when the kernel lacks some, instead of refusing; the report
+    /// then lists what is missing.
+    pub allow_degraded: bool,
+    /// Give the command a private, writable temp dir (TMPDIR), removed afterwards.
+    pub private_tmp: bool,
+}
+
+impl Policy {
+    /// A policy that may write nothing, with the network off, running in `cwd`.
+    pub fn new(cwd: PathBuf) -> Policy {
+        Policy {
+            writable: Vec::new(),
+            write_deny: Vec::new(),
+            read_deny: Vec::new(),
+            network: Network::Off,
+            keep_env: Vec::new(),
+            set_env: Vec::new(),
+            cwd,
+            allow_degraded: false,
+            private_tmp: true,
+        }
+    }
+
+    /// Run `argv` confined and wait for it. `Err` means the sandbox could not be set up as
+    /// asked (nothing ran, or the command was stopped before exec).
+    pub fn run(&self, argv: &[String]) -> Result<Outcome, SandboxError> {
+        parent::run(self, argv)
+    }
+
+    /// Resolve what the sandbox would enforce, without running anything: the roots that
+    /// exist, the paths that would get placeholders, what the kernel supports.
+    pub fn plan(&self) -> Result<Plan, SandboxError> {
+        parent::plan(self)
+    }
+}
+
+/// What [`Policy::plan`] resolved.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub writable: Vec<PathBuf>,
+    pub missing_writable: Vec<PathBuf>,
+    pub write_deny: Vec<PathBuf>,
+    /// Deny paths that do not exist yet: protected by a placeholder during the run.
+    pub placeholders: Vec<PathBuf>,
+    pub read_deny: Vec<PathBuf>,
+    pub network: Network,
+    pub availability: Availability,
+}
+
+/// How a sandboxed run ended.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The exit code to pass on: the command's status, 128+N for signal N, 127 when the
+    /// command was not found, 126 when it could not be executed.
+    pub code: i32,
+    pub report: SandboxReport,
+}
+
+/// Status of one enforcement layer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LayerStatus {
+    Enforced,
+    Partial,
+    Missing,
+}
+
+/// What was enforced for one run.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct SandboxReport {
+    /// Writable roots granted (they existed and were bound writable).
+    pub writable: Vec<PathBuf>,
+    /// Writable roots asked for that did not exist: nothing was granted for them.
+    pub missing_writable: Vec<PathBuf>,
+    /// Paths kept read-only inside writable roots.
+    pub write_deny: Vec<PathBuf>,
+    /// Placeholders created for deny paths that did not exist, removed after the run if
+    /// still empty.
+    pub placeholders: Vec<PathBuf>,
+    /// Paths hidden.
+    pub read_deny: Vec<PathBuf>,
+    /// `off` or `on`.
+    pub network: Option<Network>,
+    /// The private temp dir given as TMPDIR.
+    pub tmpdir: Option<PathBuf>,
+    /// Namespaces and the mount tree.
+    pub namespaces: Option<LayerStatus>,
+    pub landlock: Option<LandlockReport>,
+    /// Seccomp rules in force (names).
+    pub seccomp: Vec<String>,
+    /// no_new_privs set, capabilities dropped, new session.
+    pub hygiene: Option<LayerStatus>,
+    /// Environment variables removed as secrets (names only).
+    pub env_removed: Vec<String>,
+    /// Guarantees missing from this run, each with its reason (only with allow_degraded).
+    pub degraded: Vec<String>,
+}
+
+/// Why the sandbox could not be set up. Each names the layer and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The kernel cannot enforce a layer the policy needs.
+    #[error("the kernel cannot enforce {layer}: {why}")]
+    Unsupported { layer: &'static str, why: String, hint: String },
+    /// A step of the setup failed.
+    #[error("{step}: {source}")]
+    Setup {
+        step: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The policy is unusable as given (a dangling symlink as a deny path, say).
+    #[error("{0}")]
+    Policy(String),
+    /// The helper reported a failure inside the sandbox before the command ran.
+    #[error("sandbox setup failed: {0}")]
+    Child(String),
+}
+
+impl SandboxError {
+    /// What the user can do about it, when something can be done.
+    pub fn hint(&self) -> Option<&str> {
+        match self {
+            SandboxError::Unsupported { hint, .. } => Some(hint),
+            _ => None,
+        }
+    }
+}
+
+/// The usual writable roots for work in `project_root`, each existing one once:
+///
+/// * the project itself — the work;
+/// * the git directory when it lives elsewhere (worktrees and submodules, where `.git` is a
+///   file naming it), and the common directory of a worktree — so `git commit` works;
+/// * `state_dir`, pinfold's own state (when given);
+/// * toolchain caches that exist: `~/.cargo/registry`, `~/.cargo/git`, `~/.rustup/tmp`,
+///   `~/.cache`, `~/.npm`, `~/.pnpm-store`, `~/.yarn`, `~/go/pkg/mod`, `~/.m2/repository`,
+///   `~/.gradle/caches`, `~/.cache/pip` (inside `~/.cache`) — so builds can fetch and
+///   reuse dependencies without writing anywhere else in the home directory;
+/// * `extra`.
+///
+/// The private temp dir is added by [`Policy::run`] itself.
+pub fn default_writable(project_root: &Path, state_dir: Option<&Path>, home: Option<&Path>, extra: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = vec![project_root.to_path_buf()];
+    out.extend(git_dirs(project_root));
+    if let Some(s) = state_dir {
+        out.push(s.to_path_buf());
+    }
+    if let Some(h) = home {
+        for c in [
+            ".cargo/registry",
+            ".cargo/git",
+            ".rustup/tmp",
+            ".cache",
+            ".npm",
+            ".pnpm-store",
+            ".yarn",
+            "go/pkg/mod",
+            ".m2/repository",
+            ".gradle/caches",
+        ] {
+            let p = h.join(c);
+            if p.exists() {
+                out.push(p);
+            }
+        }
+    }
+    out.extend(extra.iter().cloned());
+    let mut seen = Vec::new();
+    out.retain(|p| {
+        let fresh = !seen.contains(p);
+        seen.push(p.clone());
+        fresh
+    });
+    out
+}
+
+/// The git directory of a worktree or submodule (`.git` is a file: `gitdir: PATH`), and the
+/// common directory it shares with its main repository.
+fn git_dirs(project_root: &Path) -> Vec<PathBuf> {
+    let dotgit = project_root.join(".git");
+    let Ok(text) = std::fs::read_to_string(&dotgit) else { return Vec::new() };
+    let Some(dir) = text.lines().next().and_then(|l| l.strip_prefix("gitdir:")) else { return Vec::new() };
+    let gitdir = project_root.join(dir.trim());
+    let mut out = vec![gitdir.clone()];
+    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
+        out.push(gitdir.join(common.trim()));
+    }
+    out
+}

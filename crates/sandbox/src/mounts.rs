@@ -1,0 +1,179 @@
+//! The mount layer: the file system the confined command sees.
+//!
+//! Built by the sandbox's init process in its own mount namespace, in this order (each step
+//! one function, each failure naming the step and the path):
+//!
+//! 1. make every mount private, so nothing below propagates back to the host;
+//! 2. bind the whole host tree at `<run>/root` and make all of it read-only, nosuid, nodev;
+//! 3. bind each writable root over itself from the host, read-write (shallow roots first, so a
+//!    deeper root is not covered by a shallower one);
+//! 4. bind each write-deny path over itself read-only (after the writable roots: deny wins);
+//! 5. hide each read-deny path: an empty read-only tmpfs over a directory, an empty file over
+//!    a file;
+//! 6. mount a fresh `/proc` for the new pid namespace and a minimal `/dev`;
+//! 7. pivot into the new root and detach the old one.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
+
+/// Everything the helper needs, resolved by the parent (canonical paths that exist).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Spec {
+    pub writable: Vec<PathBuf>,
+    pub write_deny: Vec<PathBuf>,
+    /// Paths to hide, with whether each is a directory.
+    pub read_deny: Vec<(PathBuf, bool)>,
+    pub network_off: bool,
+    /// The run directory: `root/` (mount point of the new root) and `empty` (an empty file).
+    pub run_dir: PathBuf,
+    pub cwd: PathBuf,
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub landlock_abi: i64,
+    pub allow_degraded: bool,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+fn step(what: impl Into<String>, r: std::io::Result<()>) -> Result<(), String> {
+    r.map_err(|e| format!("{}: {e}", what.into()))
+}
+
+/// `root` joined with an absolute `p`.
+fn under(root: &Path, p: &Path) -> PathBuf {
+    root.join(p.strip_prefix("/").unwrap_or(p))
+}
+
+const MS_BIND: libc::c_ulong = libc::MS_BIND;
+const MS_REC: libc::c_ulong = libc::MS_REC;
+
+/// Build the tree and pivot into it. Runs in the sandbox's init, with capabilities in its
+/// user namespace, in a fresh mount namespace.
+pub(crate) fn build(spec: &Spec) -> Result<(), String> {
+    let root = spec.run_dir.join("root");
+    make_private()?;
+    bind_host_read_only(&root)?;
+    let mut writable = spec.writable.clone();
+    writable.sort_by_key(|p| p.components().count());
+    for w in &writable {
+        bind_writable(&root, w)?;
+    }
+    for d in &spec.write_deny {
+        bind_read_only(&root, d)?;
+    }
+    for (r, is_dir) in &spec.read_deny {
+        hide(&root, r, *is_dir, &spec.run_dir.join("empty"))?;
+    }
+    mount_proc(&root)?;
+    mount_dev(&root)?;
+    pivot(&root)?;
+    step(format!("chdir {}", spec.cwd.display()), std::env::set_current_dir(&spec.cwd))
+}
+
+/// Step 1: nothing we mount may propagate to the host's mount namespace.
+fn make_private() -> Result<(), String> {
+    step("make mounts private", sys::mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None))
+}
+
+/// Step 2: the host's tree at `root`, read-only everywhere.
+fn bind_host_read_only(root: &Path) -> Result<(), String> {
+    step(format!("bind / at {}", root.display()), sys::mount(Some(Path::new("/")), root, None, MS_BIND | MS_REC, None))?;
+    step(
+        "make the root read-only",
+        sys::mount_setattr_recursive(root, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0),
+    )
+}
+
+/// Step 3: a writable root, bound from the host (whose mount is writable) over the
+/// read-only copy.
+fn bind_writable(root: &Path, w: &Path) -> Result<(), String> {
+    let target = under(root, w);
+    step(format!("bind writable root {}", w.display()), sys::mount(Some(w), &target, None, MS_BIND | MS_REC, None))?;
+    // Writable, but still no setuid binaries or devices. (Read-only flags the host set on
+    // mounts below the root stay: they are locked in a user namespace, and rightly so.)
+    step(
+        format!("set nosuid,nodev on {}", w.display()),
+        sys::mount_setattr_recursive(&target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0),
+    )
+}
+
+/// Step 4: a deny path read-only again, on top of the writable root that contains it.
+fn bind_read_only(root: &Path, d: &Path) -> Result<(), String> {
+    let target = under(root, d);
+    step(format!("bind {} over itself", d.display()), sys::mount(Some(&target), &target, None, MS_BIND | MS_REC, None))?;
+    step(
+        format!("make {} read-only", d.display()),
+        sys::mount_setattr_recursive(&target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0),
+    )
+}
+
+/// Step 5: an unreadable path replaced by an empty one.
+fn hide(root: &Path, r: &Path, is_dir: bool, empty_file: &Path) -> Result<(), String> {
+    let target = under(root, r);
+    if is_dir {
+        step(
+            format!("hide directory {}", r.display()),
+            sys::mount(Some(Path::new("tmpfs")), &target, Some("tmpfs"), libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, Some("size=4k,mode=0500")),
+        )
+    } else {
+        step(format!("hide file {}", r.display()), sys::mount(Some(empty_file), &target, None, MS_BIND, None))?;
+        step(
+            format!("make the stand-in for {} read-only", r.display()),
+            sys::mount_setattr_recursive(&target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0),
+        )
+    }
+}
+
+/// Step 6a: a `/proc` that shows only the sandbox's own processes.
+fn mount_proc(root: &Path) -> Result<(), String> {
+    step(
+        "mount a new /proc",
+        sys::mount(Some(Path::new("proc")), &root.join("proc"), Some("proc"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None),
+    )
+}
+
+/// Device nodes a command may use, bound from the host.
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// Step 6b: a minimal `/dev`: the devices above, a private devpts and shm, the usual links.
+fn mount_dev(root: &Path) -> Result<(), String> {
+    let dev = root.join("dev");
+    step("mount /dev", sys::mount(Some(Path::new("tmpfs")), &dev, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NOEXEC, Some("size=64k,mode=0755")))?;
+    for d in DEVICES {
+        let host = Path::new("/dev").join(d);
+        if !host.exists() {
+            continue;
+        }
+        let target = dev.join(d);
+        step(format!("create /dev/{d}"), std::fs::File::create(&target).map(drop))?;
+        step(format!("bind /dev/{d}"), sys::mount(Some(&host), &target, None, MS_BIND, None))?;
+    }
+    for (dir, fstype, opts) in [("pts", "devpts", "newinstance,ptmxmode=0666,mode=0620"), ("shm", "tmpfs", "mode=1777,size=64m")] {
+        let target = dev.join(dir);
+        step(format!("mkdir /dev/{dir}"), std::fs::create_dir(&target))?;
+        step(
+            format!("mount /dev/{dir}"),
+            sys::mount(Some(Path::new(fstype)), &target, Some(fstype), libc::MS_NOSUID | libc::MS_NOEXEC, Some(opts)),
+        )?;
+    }
+    for (link, to) in [("ptmx", "pts/ptmx"), ("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")] {
+        step(format!("link /dev/{link}"), std::os::unix::fs::symlink(to, dev.join(link)))?;
+    }
+    // The tmpfs itself read-only: no new device files or links in /dev.
+    step(
+        "make /dev read-only",
+        sys::mount(None, &dev, None, libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC, None),
+    )
+}
+
+/// Step 7: the new tree becomes `/`; the old root is detached, so nothing outside the tree
+/// is reachable by path (`/proc/1/root` included: pid 1 is the sandbox's init).
+fn pivot(root: &Path) -> Result<(), String> {
+    step(format!("chdir {}", root.display()), std::env::set_current_dir(root))?;
+    step("pivot_root", sys::pivot_root(Path::new("."), Path::new(".")))?;
+    step("detach the old root", sys::umount2(Path::new("."), libc::MNT_DETACH))?;
+    step("chdir /", std::env::set_current_dir("/"))
+}

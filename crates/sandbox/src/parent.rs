@@ -1,0 +1,445 @@
+//! The unconfined side: resolve the policy against the file system, start the helper, pass
+//! on signals, collect the report, clean up.
+
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::child::{Event, FORWARDED, SETUP_FAILED};
+use crate::mounts::Spec;
+use crate::{env, probe, sys, LayerStatus, Network, Outcome, Plan, Policy, SandboxError, SandboxReport};
+
+/// Paths resolved against the file system at start.
+struct Resolved {
+    writable: Vec<PathBuf>,
+    missing_writable: Vec<PathBuf>,
+    write_deny: Vec<PathBuf>,
+    /// Deny paths that do not exist: (the path asked for, the placeholder to create — the
+    /// path itself, or its first missing ancestor — and whether that is a directory).
+    placeholders: Vec<(PathBuf, PathBuf, bool)>,
+    read_deny: Vec<(PathBuf, bool)>,
+}
+
+fn has_glob(p: &Path) -> bool {
+    p.to_string_lossy().contains(['*', '?', '['])
+}
+
+/// Expand a path with glob characters against the file system (each component may hold
+/// `*`, `?`, `[…]`); a path without them is returned as is.
+fn expand(p: &Path) -> Vec<PathBuf> {
+    if !has_glob(p) {
+        return vec![p.to_path_buf()];
+    }
+    let mut current = vec![PathBuf::from("/")];
+    for comp in p.components().skip(1) {
+        let c = comp.as_os_str().to_string_lossy();
+        let mut next = Vec::new();
+        for base in &current {
+            if c.contains(['*', '?', '[']) {
+                if let Ok(rd) = std::fs::read_dir(base) {
+                    for e in rd.flatten() {
+                        let name = e.file_name();
+                        if glob_match(&c, &name.to_string_lossy()) {
+                            next.push(base.join(name));
+                        }
+                    }
+                }
+            } else {
+                next.push(base.join(comp));
+            }
+        }
+        current = next;
+    }
+    current.sort();
+    current
+}
+
+fn glob_match(p: &str, t: &str) -> bool {
+    fn go(p: &[char], t: &[char]) -> bool {
+        match (p.first(), t.first()) {
+            (None, None) => true,
+            (Some('*'), _) => go(&p[1..], t) || (!t.is_empty() && go(p, &t[1..])),
+            (Some('?'), Some(_)) => go(&p[1..], &t[1..]),
+            (Some('['), Some(c)) => match p.iter().position(|x| *x == ']') {
+                Some(end) if end > 1 => {
+                    let class = &p[1..end];
+                    let (neg, class) = if class.first() == Some(&'!') { (true, &class[1..]) } else { (false, class) };
+                    let mut hit = false;
+                    let mut i = 0;
+                    while i < class.len() {
+                        if i + 2 < class.len() && class[i + 1] == '-' {
+                            hit |= class[i] <= *c && *c <= class[i + 2];
+                            i += 3;
+                        } else {
+                            hit |= class[i] == *c;
+                            i += 1;
+                        }
+                    }
+                    (hit != neg) && go(&p[end + 1..], &t[1..])
+                }
+                _ => *c == '[' && go(&p[1..], &t[1..]),
+            },
+            (Some(a), Some(b)) if a == b => go(&p[1..], &t[1..]),
+            _ => false,
+        }
+    }
+    let p: Vec<char> = p.chars().collect();
+    let t: Vec<char> = t.chars().collect();
+    go(&p, &t)
+}
+
+fn under_any(p: &Path, roots: &[PathBuf]) -> bool {
+    roots.iter().any(|r| p.starts_with(r))
+}
+
+fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
+    let mut writable = Vec::new();
+    let mut missing_writable = Vec::new();
+    for w in &policy.writable {
+        match std::fs::canonicalize(w) {
+            Ok(c) => {
+                if !writable.contains(&c) {
+                    writable.push(c);
+                }
+            }
+            Err(_) => missing_writable.push(w.clone()),
+        }
+    }
+    let mut write_deny = Vec::new();
+    let mut placeholders = Vec::new();
+    for pattern in &policy.write_deny {
+        let matches = expand(pattern);
+        if matches.is_empty() && has_glob(pattern) {
+            // Nothing matches yet: protect the directory the glob would create files in.
+            if let Some(parent) = pattern.parent().filter(|p| !has_glob(p)) {
+                if let Ok(c) = std::fs::canonicalize(parent) {
+                    if under_any(&c, &writable) && !write_deny.contains(&c) && !writable.contains(&c) {
+                        write_deny.push(c);
+                    }
+                }
+            }
+            continue;
+        }
+        for d in matches {
+            match std::fs::canonicalize(&d) {
+                Ok(c) => {
+                    if !write_deny.contains(&c) {
+                        write_deny.push(c);
+                    }
+                }
+                Err(_) => {
+                    if std::fs::symlink_metadata(&d).is_ok() {
+                        return Err(SandboxError::Policy(format!(
+                            "the protected path {} is a symbolic link to nothing; remove it or point it somewhere real",
+                            d.display()
+                        )));
+                    }
+                    // Only paths a command could create need a placeholder.
+                    let Some((ph, is_dir)) = placeholder_for(&d) else { continue };
+                    let parent = ph.parent().map(Path::to_path_buf).unwrap_or_default();
+                    let Ok(cp) = std::fs::canonicalize(&parent) else { continue };
+                    if under_any(&cp, &writable) {
+                        placeholders.push((d.clone(), cp.join(ph.file_name().unwrap_or_default()), is_dir));
+                    }
+                }
+            }
+        }
+    }
+    let mut read_deny = Vec::new();
+    for pattern in &policy.read_deny {
+        for r in expand(pattern) {
+            if let Ok(c) = std::fs::canonicalize(&r) {
+                let is_dir = c.is_dir();
+                if !read_deny.iter().any(|(p, _)| *p == c) {
+                    read_deny.push((c, is_dir));
+                }
+            }
+        }
+    }
+    Ok(Resolved { writable, missing_writable, write_deny, placeholders, read_deny })
+}
+
+/// The placeholder for a missing deny path: the path itself (an empty file) when its parent
+/// exists, else its first missing ancestor (an empty directory).
+fn placeholder_for(d: &Path) -> Option<(PathBuf, bool)> {
+    let mut cur = d.to_path_buf();
+    let mut is_dir = false;
+    loop {
+        let parent = cur.parent()?.to_path_buf();
+        if parent.exists() {
+            return Some((cur, is_dir));
+        }
+        cur = parent;
+        is_dir = true;
+    }
+}
+
+pub(crate) fn plan(policy: &Policy) -> Result<Plan, SandboxError> {
+    let r = resolve(policy)?;
+    Ok(Plan {
+        writable: r.writable,
+        missing_writable: r.missing_writable,
+        write_deny: r.write_deny,
+        placeholders: r.placeholders.into_iter().map(|(_, p, _)| p).collect(),
+        read_deny: r.read_deny.into_iter().map(|(p, _)| p).collect(),
+        network: policy.network,
+        availability: probe::probe(),
+    })
+}
+
+/// The per-run directory: `root/` (mount point), `empty` (an empty file), `tmp/` (TMPDIR).
+struct RunDir(PathBuf);
+
+impl RunDir {
+    fn create() -> Result<RunDir, SandboxError> {
+        let base = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|p| p.is_dir())
+            .unwrap_or_else(std::env::temp_dir);
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let dir = base.join(format!("pinfold-run-{}-{nanos:08x}", std::process::id()));
+        let setup = |step: &str, r: std::io::Result<()>| r.map_err(|source| SandboxError::Setup { step: format!("{step} in {}", dir.display()), source });
+        setup("create the run directory", std::fs::DirBuilder::new().mode(0o700).create(&dir))?;
+        let run = RunDir(dir.clone());
+        setup("create root/", std::fs::DirBuilder::new().mode(0o700).create(dir.join("root")))?;
+        setup("create tmp/", std::fs::DirBuilder::new().mode(0o700).create(dir.join("tmp")))?;
+        setup(
+            "create the empty stand-in file",
+            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o400).open(dir.join("empty")).map(drop),
+        )?;
+        Ok(run)
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Placeholders created for the run; removed afterwards if still empty.
+struct Placeholders(Vec<(PathBuf, bool)>);
+
+impl Drop for Placeholders {
+    fn drop(&mut self) {
+        for (p, is_dir) in self.0.iter().rev() {
+            if *is_dir {
+                let _ = std::fs::remove_dir(p);
+            } else if std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+}
+
+pub(crate) fn run(policy: &Policy, argv: &[String]) -> Result<Outcome, SandboxError> {
+    if argv.is_empty() {
+        return Err(SandboxError::Policy("no command to run".into()));
+    }
+    let abi = sys::landlock_abi();
+    if abi < 1 && !policy.allow_degraded {
+        return Err(SandboxError::Unsupported {
+            layer: "Landlock",
+            why: "the kernel reports no Landlock ABI".into(),
+            hint: "use Linux 5.13 or newer with Landlock enabled (lsm=…,landlock), or pass --allow-degraded to run without it".into(),
+        });
+    }
+    let cwd = std::fs::canonicalize(&policy.cwd).map_err(|source| SandboxError::Setup { step: format!("working directory {}", policy.cwd.display()), source })?;
+    let mut r = resolve(policy)?;
+    let run_dir = RunDir::create()?;
+    let tmpdir = run_dir.0.join("tmp");
+    if policy.private_tmp {
+        r.writable.push(tmpdir.clone());
+    }
+    // Placeholders, so that deny paths that do not exist cannot be created.
+    let mut created = Placeholders(Vec::new());
+    for (_, ph, is_dir) in &r.placeholders {
+        let made = if *is_dir {
+            std::fs::DirBuilder::new().mode(0o755).create(ph)
+        } else {
+            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(ph).map(drop)
+        };
+        match made {
+            Ok(()) => {
+                created.0.push((ph.clone(), *is_dir));
+                r.write_deny.push(ph.clone());
+            }
+            // Created meanwhile (by someone else): protect what is there.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => r.write_deny.push(ph.clone()),
+            Err(source) => return Err(SandboxError::Setup { step: format!("create the placeholder {}", ph.display()), source }),
+        }
+    }
+    let mut set_env = policy.set_env.clone();
+    if policy.private_tmp {
+        set_env.push(("TMPDIR".into(), tmpdir.display().to_string()));
+    }
+    let vars = std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+    let (env, env_removed) = env::scrub(vars, &policy.keep_env, &set_env);
+    let (uid, gid) = sys::ids();
+    let spec = Spec {
+        writable: r.writable.clone(),
+        write_deny: r.write_deny.clone(),
+        read_deny: r.read_deny.clone(),
+        network_off: policy.network == Network::Off,
+        run_dir: run_dir.0.clone(),
+        cwd,
+        argv: argv.to_vec(),
+        env,
+        landlock_abi: abi,
+        allow_degraded: policy.allow_degraded,
+        uid,
+        gid,
+    };
+    let mut report = SandboxReport {
+        writable: r.writable.clone(),
+        missing_writable: r.missing_writable.clone(),
+        write_deny: r.write_deny.clone(),
+        placeholders: created.0.iter().map(|(p, _)| p.clone()).collect(),
+        read_deny: r.read_deny.iter().map(|(p, _)| p.clone()).collect(),
+        network: Some(policy.network),
+        tmpdir: policy.private_tmp.then(|| tmpdir.clone()),
+        env_removed,
+        ..SandboxReport::default()
+    };
+    if abi < 1 {
+        report.degraded.push("Landlock: the kernel has none; writes are limited by the mount layer only".into());
+    }
+    let code = spawn_and_wait(&spec, &mut report)?;
+    drop(created);
+    drop(run_dir);
+    Ok(Outcome { code, report })
+}
+
+fn setup_err(step: &str) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
+    move |source| SandboxError::Setup { step: step.to_string(), source }
+}
+
+/// Start the helper, feed it the spec, pass on signals, read its report, wait.
+fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport) -> Result<i32, SandboxError> {
+    let (spec_r, spec_w) = sys::pipe().map_err(setup_err("create the spec pipe"))?;
+    let (rep_r, rep_w) = sys::pipe().map_err(setup_err("create the report pipe"))?;
+    sys::clear_cloexec(spec_r.as_raw_fd()).map_err(setup_err("pass the spec pipe on"))?;
+    sys::clear_cloexec(rep_w.as_raw_fd()).map_err(setup_err("pass the report pipe on"))?;
+    // Take forwarded signals from a signalfd while the command runs (Ctrl-C reaches us, the
+    // helper and the command alike; the command, in its own session, gets it from us).
+    let sigfd = sys::signalfd_for(FORWARDED).map_err(setup_err("signalfd"))?;
+    let exe = std::env::current_exe().map_err(setup_err("find pinfold's own executable"))?;
+    let child = std::process::Command::new(exe)
+        .arg(crate::HELPER_ARG)
+        .arg("run")
+        .arg(spec_r.as_raw_fd().to_string())
+        .arg(rep_w.as_raw_fd().to_string())
+        .env_clear()
+        .spawn();
+    drop(spec_r);
+    drop(rep_w);
+    let child = match child {
+        Ok(c) => c,
+        Err(source) => {
+            let _ = sys::unblock_signals(FORWARDED);
+            return Err(SandboxError::Setup { step: "start the sandbox helper".into(), source });
+        }
+    };
+    let pid = child.id() as libc::pid_t;
+    {
+        let mut w = std::fs::File::from(spec_w);
+        let json = serde_json::to_vec(spec).map_err(|e| SandboxError::Policy(format!("encode the spec: {e}")))?;
+        // A helper that died early closes the pipe: the error shows in its report instead.
+        let _ = w.write_all(&json);
+    }
+    let pidfd = sys::pidfd_open(pid).map_err(setup_err("pidfd_open"))?;
+    let mut rep = std::fs::File::from(rep_r);
+    let mut buf = Vec::new();
+    let mut rep_open = true;
+    let status = loop {
+        let mut fds = vec![sigfd.as_raw_fd(), pidfd.as_raw_fd()];
+        if rep_open {
+            fds.push(rep.as_raw_fd());
+        }
+        let ready = sys::poll_read(&fds, -1).map_err(setup_err("poll"))?;
+        if ready[0] {
+            if let Ok(sig) = sys::read_signal(&sigfd) {
+                let _ = sys::kill(pid, sig);
+            }
+        }
+        if rep_open && ready.get(2).copied().unwrap_or(false) {
+            let mut chunk = [0u8; 8192];
+            match rep.read(&mut chunk) {
+                Ok(0) | Err(_) => rep_open = false,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        if ready[1] {
+            if let Ok(Some((_, st))) = sys::waitpid(pid, 0) {
+                break st;
+            }
+        }
+    };
+    // Whatever is still in the pipe.
+    let _ = rep.read_to_end(&mut buf);
+    let _ = sys::unblock_signals(FORWARDED);
+    drop(sigfd);
+    std::mem::forget(child); // already reaped above
+    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) };
+    let mut failed = None;
+    let mut confined = false;
+    for line in buf.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        match serde_json::from_slice::<Event>(line) {
+            Ok(Event::Mounted) => report.namespaces = Some(LayerStatus::Enforced),
+            Ok(Event::Confined { landlock, seccomp, degraded }) => {
+                confined = true;
+                report.landlock = landlock;
+                report.seccomp = seccomp;
+                report.degraded.extend(degraded);
+                report.hygiene = Some(LayerStatus::Enforced);
+            }
+            Ok(Event::Failed { step }) => failed = Some(step),
+            Ok(Event::ExecFailed { .. }) | Err(_) => {}
+        }
+    }
+    if let Some(step) = failed {
+        return Err(SandboxError::Child(with_hint(&step)));
+    }
+    if !confined && code == SETUP_FAILED {
+        return Err(SandboxError::Child("the helper ended before the command started".into()));
+    }
+    Ok(code)
+}
+
+/// Add what to do to the failures people can fix.
+fn with_hint(step: &str) -> String {
+    if step.starts_with("create namespaces") {
+        format!(
+            "{step} (user namespaces may be disabled: check kernel.unprivileged_userns_clone, \
+             kernel.apparmor_restrict_unprivileged_userns and user.max_user_namespaces; `pinfold doctor` tells)"
+        )
+    } else {
+        step.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match(".env*", ".env.local"));
+        assert!(glob_match("id_*", "id_rsa"));
+        assert!(!glob_match("id_*", "known_hosts"));
+        assert!(glob_match("f[0-9]", "f1"));
+        assert!(glob_match("f[!0-9]", "fx"));
+    }
+
+    #[test]
+    fn expansion_and_placeholders() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join(".env.local"), "").unwrap();
+        std::fs::write(t.path().join(".envrc"), "").unwrap();
+        let got = expand(&t.path().join(".env*"));
+        assert_eq!(got.len(), 2);
+        assert_eq!(placeholder_for(&t.path().join("a")), Some((t.path().join("a"), false)));
+        assert_eq!(placeholder_for(&t.path().join("x/y/z")), Some((t.path().join("x"), true)));
+    }
+}

@@ -1,0 +1,341 @@
+//! Every system call pinfold makes that the standard library does not wrap. All `unsafe` of
+//! the crate lives here; each block says which invariant makes it sound. Functions return
+//! `io::Result` with the raw errno, and callers add what they were doing.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+fn cstr(p: &Path) -> io::Result<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r) }
+}
+
+fn check_long(r: libc::c_long) -> io::Result<libc::c_long> {
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r) }
+}
+
+/// `unshare(2)`.
+pub fn unshare(flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: unshare takes no pointers; it only changes this process's namespaces.
+    check(unsafe { libc::unshare(flags) }).map(drop)
+}
+
+/// `fork(2)`. Returns 0 in the child.
+///
+/// Only called from the helper, which is single-threaded (it is a fresh exec of pinfold that
+/// starts no threads), so the child may allocate and run ordinary Rust.
+pub fn fork() -> io::Result<libc::pid_t> {
+    // SAFETY: the caller is single-threaded (see above), so no lock can be held by another
+    // thread at the time of the fork and the child's copy of the heap is consistent.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 { Err(io::Error::last_os_error()) } else { Ok(pid) }
+}
+
+/// `mount(2)`.
+pub fn mount(src: Option<&Path>, dst: &Path, fstype: Option<&str>, flags: libc::c_ulong, data: Option<&str>) -> io::Result<()> {
+    let src = src.map(cstr).transpose()?;
+    let dst = cstr(dst)?;
+    let fstype = fstype.map(|f| CString::new(f).expect("static file system names have no NUL"));
+    let data = data.map(|d| CString::new(d).expect("mount options have no NUL"));
+    // SAFETY: every pointer is either null or a valid NUL-terminated string that outlives the
+    // call; `data` is a string as the named file systems expect.
+    check(unsafe {
+        libc::mount(
+            src.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            dst.as_ptr(),
+            fstype.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            flags,
+            data.as_ref().map_or(std::ptr::null(), |s| s.as_ptr().cast()),
+        )
+    })
+    .map(drop)
+}
+
+/// `umount2(2)`.
+pub fn umount2(target: &Path, flags: libc::c_int) -> io::Result<()> {
+    let t = cstr(target)?;
+    // SAFETY: `t` is a valid NUL-terminated path.
+    check(unsafe { libc::umount2(t.as_ptr(), flags) }).map(drop)
+}
+
+/// `pivot_root(2)`.
+pub fn pivot_root(new_root: &Path, put_old: &Path) -> io::Result<()> {
+    let n = cstr(new_root)?;
+    let o = cstr(put_old)?;
+    // SAFETY: both are valid NUL-terminated paths.
+    check_long(unsafe { libc::syscall(libc::SYS_pivot_root, n.as_ptr(), o.as_ptr()) }).map(drop)
+}
+
+/// `struct mount_attr` for `mount_setattr(2)` (not in libc 0.2).
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+pub const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x0000_0002;
+pub const MOUNT_ATTR_NODEV: u64 = 0x0000_0004;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+/// `mount_setattr(2)` on `path` and every mount below it: set `set`, clear `clear`.
+pub fn mount_setattr_recursive(path: &Path, set: u64, clear: u64) -> io::Result<()> {
+    let p = cstr(path)?;
+    let attr = MountAttr { attr_set: set, attr_clr: clear, propagation: 0, userns_fd: 0 };
+    // SAFETY: `p` is a valid path, `attr` a properly laid out `struct mount_attr` whose size is
+    // passed alongside; the kernel only reads it.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            p.as_ptr(),
+            AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+    .map(drop)
+}
+
+/// `prctl(2)` with integer arguments.
+pub fn prctl(option: libc::c_int, a: libc::c_ulong, b: libc::c_ulong) -> io::Result<libc::c_int> {
+    // SAFETY: the options used here take integer arguments only, no pointers.
+    check(unsafe { libc::prctl(option, a, b, 0 as libc::c_ulong, 0 as libc::c_ulong) })
+}
+
+/// `struct __user_cap_header_struct` (not in libc 0.2).
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// `struct __user_cap_data_struct`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Clear the effective, permitted and inheritable capability sets.
+pub fn capset_clear() -> io::Result<()> {
+    let header = CapHeader { version: 0x2008_0522 /* _LINUX_CAPABILITY_VERSION_3 */, pid: 0 };
+    let data = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
+    // SAFETY: version 3 headers take two data structs laid out as the kernel's; both live
+    // for the call and the kernel only reads them.
+    check_long(unsafe { libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) }).map(drop)
+}
+
+/// Install a seccomp BPF program on the calling thread (no_new_privs must already be set).
+pub fn seccomp_install(prog: &[libc::sock_filter]) -> io::Result<()> {
+    let fprog = libc::sock_fprog {
+        len: u16::try_from(prog.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
+        filter: prog.as_ptr().cast_mut(),
+    };
+    // SAFETY: `fprog` points at `prog`, which outlives the call; the kernel copies the program.
+    check_long(unsafe {
+        libc::syscall(libc::SYS_seccomp, 1 as libc::c_uint /* SECCOMP_SET_MODE_FILTER */, 0 as libc::c_uint, &fprog as *const libc::sock_fprog)
+    })
+    .map(drop)
+}
+
+/// The Landlock ABI version the kernel offers: `landlock_create_ruleset(NULL, 0,
+/// LANDLOCK_CREATE_RULESET_VERSION)`; 0 when Landlock is absent or disabled.
+pub fn landlock_abi() -> i64 {
+    // SAFETY: with a null attribute pointer and size 0 the kernel only returns the version.
+    let r = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32) };
+    if r < 0 { 0 } else { r }
+}
+
+/// `setsid(2)`.
+pub fn setsid() -> io::Result<()> {
+    // SAFETY: no arguments.
+    check(unsafe { libc::setsid() }).map(drop)
+}
+
+/// `execvp(3)`-like: run `argv[0]` (searched in `PATH` when it has no slash) with `env`.
+/// Returns only on failure.
+pub fn execvpe(argv: &[CString], env: &[CString]) -> io::Error {
+    let mut argp: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    argp.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = env.iter().map(|a| a.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    // SAFETY: both arrays are NULL-terminated and point at strings that outlive the call.
+    unsafe { libc::execvpe(argp[0], argp.as_ptr(), envp.as_ptr()) };
+    io::Error::last_os_error()
+}
+
+/// `kill(2)`.
+pub fn kill(pid: libc::pid_t, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: no pointers.
+    check(unsafe { libc::kill(pid, sig) }).map(drop)
+}
+
+/// `waitpid(2)`; `Ok(None)` with `WNOHANG` when nothing changed.
+pub fn waitpid(pid: libc::pid_t, flags: libc::c_int) -> io::Result<Option<(libc::pid_t, libc::c_int)>> {
+    let mut status = 0;
+    // SAFETY: `status` is a valid out-pointer.
+    let r = unsafe { libc::waitpid(pid, &mut status, flags) };
+    match r {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(None),
+        p => Ok(Some((p, status))),
+    }
+}
+
+/// Block `signals` for the calling thread and return a signalfd that reports them.
+pub fn signalfd_for(signals: &[libc::c_int]) -> io::Result<OwnedFd> {
+    // SAFETY: `set` is initialised by sigemptyset before use; pointers are to locals.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in signals {
+            libc::sigaddset(&mut set, *s);
+        }
+        check(libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()))?;
+        let fd = check(libc::signalfd(-1, &set, libc::SFD_CLOEXEC))?;
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// Unblock every signal (before exec, so the command starts with a clean mask).
+pub fn unblock_all_signals() -> io::Result<()> {
+    // SAFETY: as in `signalfd_for`.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut set);
+        check(libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut())).map(drop)
+    }
+}
+
+/// Read one `signalfd_siginfo`; the signal number.
+pub fn read_signal(fd: &OwnedFd) -> io::Result<libc::c_int> {
+    // SAFETY: the buffer is exactly one siginfo, which the kernel fills.
+    unsafe {
+        let mut info: libc::signalfd_siginfo = std::mem::zeroed();
+        let n = libc::read(fd.as_raw_fd(), (&mut info as *mut libc::signalfd_siginfo).cast(), std::mem::size_of::<libc::signalfd_siginfo>());
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(info.ssi_signo as libc::c_int)
+    }
+}
+
+/// `pidfd_open(2)`: an fd that becomes readable when `pid` exits.
+pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: no pointers; the returned fd is new and owned by us.
+    let r = check_long(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) })?;
+    // SAFETY: a successful pidfd_open returns a fresh file descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
+}
+
+/// `poll(2)` on fds for readability; returns which are ready.
+pub fn poll_read(fds: &[RawFd], timeout_ms: libc::c_int) -> io::Result<Vec<bool>> {
+    let mut p: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    loop {
+        // SAFETY: `p` is a valid array of `p.len()` pollfds.
+        let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(e);
+        }
+        return Ok(p.iter().map(|x| x.revents != 0).collect());
+    }
+}
+
+/// `pipe2(O_CLOEXEC)`.
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: pipe2 returned two fresh descriptors we now own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Clear `FD_CLOEXEC` so the descriptor survives exec.
+pub fn clear_cloexec(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on an fd with integer arguments.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFD, 0) }).map(drop)
+}
+
+/// Wrap a raw descriptor number inherited from the parent.
+///
+/// The caller must own `fd` (it was passed to this process for it alone).
+pub fn owned_from_inherited(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: fcntl(F_GETFD) only checks that the descriptor is open.
+    check(unsafe { libc::fcntl(fd, libc::F_GETFD) })?;
+    // SAFETY: the descriptor is open and was handed to this process to own (documented above).
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Close every descriptor from `from` up, except those in `keep`.
+pub fn close_fds_from(from: RawFd, keep: &[RawFd]) {
+    let mut fds: Vec<RawFd> = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/proc/self/fd") {
+        for e in rd.flatten() {
+            if let Some(n) = e.file_name().to_str().and_then(|s| s.parse::<RawFd>().ok()) {
+                if n >= from && !keep.contains(&n) {
+                    fds.push(n);
+                }
+            }
+        }
+    }
+    for fd in fds {
+        // SAFETY: closing descriptors this process will not use again; the read_dir handle
+        // was dropped above, so none of them is in use by Rust code.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// `_exit(2)`: leave without running destructors or flushing stdio (after fork).
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and is always safe to call.
+    unsafe { libc::_exit(code) }
+}
+
+/// The real uid and gid.
+pub fn ids() -> (libc::uid_t, libc::gid_t) {
+    // SAFETY: no arguments, cannot fail.
+    unsafe { (libc::getuid(), libc::getgid()) }
+}
+
+extern "C" fn noop_handler(_: libc::c_int) {}
+
+/// Install a handler that does nothing for `sig` (so a pid namespace's init receives it).
+pub fn install_noop_handler(sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: `act` is zero-initialised then filled; the handler is an `extern "C"` function
+    // that touches nothing, so it is async-signal-safe.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = noop_handler as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut act.sa_mask);
+        act.sa_flags = libc::SA_RESTART;
+        check(libc::sigaction(sig, &act, std::ptr::null_mut())).map(drop)
+    }
+}
+
+/// Unblock exactly `signals` (the parent restores its mask after the run).
+pub fn unblock_signals(signals: &[libc::c_int]) -> io::Result<()> {
+    // SAFETY: as in `signalfd_for`.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in signals {
+            libc::sigaddset(&mut set, *s);
+        }
+        check(libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut())).map(drop)
+    }
+}
