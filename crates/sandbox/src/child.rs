@@ -210,6 +210,8 @@ fn init(spec: Spec, mut rep: Reporter) -> ! {
 
 /// Forward signals to the command and reap everything until the command exits.
 fn reap(command: libc::pid_t, sigfd: &OwnedFd) -> i32 {
+    // Wake when the command ends (a pidfd), or when a signal is to be passed on.
+    let pidfd = sys::pidfd_open(command).ok();
     loop {
         // Reap whatever has ended (orphans are re-parented to us).
         loop {
@@ -220,7 +222,10 @@ fn reap(command: libc::pid_t, sigfd: &OwnedFd) -> i32 {
                 Err(_) => return SETUP_FAILED,
             }
         }
-        let ready = sys::poll_read(&[sigfd.as_raw_fd()], 50).unwrap_or_default();
+        let mut fds = vec![sigfd.as_raw_fd()];
+        fds.extend(pidfd.as_ref().map(|p| p.as_raw_fd()));
+        // Without a pidfd (old kernels), look again every 10 ms.
+        let ready = sys::poll_read(&fds, if pidfd.is_some() { -1 } else { 10 }).unwrap_or_default();
         if ready.first().copied().unwrap_or(false) {
             if let Ok(sig) = sys::read_signal(sigfd) {
                 let _ = sys::kill(command, sig);
@@ -243,7 +248,11 @@ fn command(spec: &Spec, mut rep: Reporter) -> ! {
     if let Err(e) = sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0) {
         rep.fail(format!("no_new_privs: {e}"));
     }
-    let landlock = match landlock_layer::apply(spec.landlock_abi, &spec.writable, spec.network_off) {
+    let mut writable = spec.writable.clone();
+    if spec.private_tmp {
+        writable.push(spec.run_dir.join("tmp"));
+    }
+    let landlock = match landlock_layer::apply(spec.landlock_abi, &writable, spec.network_off) {
         Ok(r) => Some(r),
         Err(e) if spec.allow_degraded => {
             degraded.push(format!("Landlock: {e}"));

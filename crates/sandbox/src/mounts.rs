@@ -27,8 +27,11 @@ pub(crate) struct Spec {
     /// Paths to hide, with whether each is a directory.
     pub read_deny: Vec<(PathBuf, bool)>,
     pub network_off: bool,
-    /// The run directory: `root/` (mount point of the new root) and `empty` (an empty file).
+    /// The run base: `root/` (mount point of the new root), `tmp/` (mount point of the
+    /// private TMPDIR) and `empty` (an empty file).
     pub run_dir: PathBuf,
+    /// Mount a private tmpfs at `run_dir/tmp` and let the command write it.
+    pub private_tmp: bool,
     pub cwd: PathBuf,
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
@@ -66,6 +69,9 @@ pub(crate) fn build(spec: &Spec) -> Result<(), String> {
     }
     for (r, is_dir) in &spec.read_deny {
         hide(&root, r, *is_dir, &spec.run_dir.join("empty"))?;
+    }
+    if spec.private_tmp {
+        private_tmp(&root, &spec.run_dir.join("tmp"))?;
     }
     mount_proc(&root)?;
     mount_dev(&root)?;
@@ -125,6 +131,14 @@ fn hide(root: &Path, r: &Path, is_dir: bool, empty_file: &Path) -> Result<(), St
             sys::mount_setattr_recursive(&target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0),
         )
     }
+}
+
+/// Step 5b: the private temp dir, a fresh tmpfs nobody else sees, gone when the run ends.
+fn private_tmp(root: &Path, tmp: &Path) -> Result<(), String> {
+    step(
+        format!("mount the private temp dir at {}", tmp.display()),
+        sys::mount(Some(Path::new("tmpfs")), &under(root, tmp), Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some("mode=0700")),
+    )
 }
 
 /// Step 6a: a `/proc` that shows only the sandbox's own processes.

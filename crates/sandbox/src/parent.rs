@@ -188,33 +188,55 @@ pub(crate) fn plan(policy: &Policy) -> Result<Plan, SandboxError> {
     })
 }
 
-/// The per-run directory: `root/` (mount point), `empty` (an empty file), `tmp/` (TMPDIR).
-struct RunDir(PathBuf);
-
-impl RunDir {
-    fn create() -> Result<RunDir, SandboxError> {
-        let base = std::env::var_os("XDG_RUNTIME_DIR")
-            .map(PathBuf::from)
-            .filter(|p| p.is_dir())
-            .unwrap_or_else(std::env::temp_dir);
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let dir = base.join(format!("pinfold-run-{}-{nanos:08x}", std::process::id()));
-        let setup = |step: &str, r: std::io::Result<()>| r.map_err(|source| SandboxError::Setup { step: format!("{step} in {}", dir.display()), source });
-        setup("create the run directory", std::fs::DirBuilder::new().mode(0o700).create(&dir))?;
-        let run = RunDir(dir.clone());
-        setup("create root/", std::fs::DirBuilder::new().mode(0o700).create(dir.join("root")))?;
-        setup("create tmp/", std::fs::DirBuilder::new().mode(0o700).create(dir.join("tmp")))?;
-        setup(
-            "create the empty stand-in file",
-            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o400).open(dir.join("empty")).map(drop),
-        )?;
-        Ok(run)
+/// pinfold's run base: `root/` (where each sandbox mounts its new root, in its own mount
+/// namespace), `tmp/` (where each sandbox mounts its private tmpfs TMPDIR) and `empty` (an
+/// empty file mounted over hidden files). Created once per user and reused: a run writes
+/// nothing to disk. `$XDG_RUNTIME_DIR/pinfold`, else `~/.cache/pinfold/run`, else
+/// `/tmp/pinfold-UID`; it must be a real directory owned by the user and closed to others.
+fn run_base(uid: u32) -> Result<PathBuf, SandboxError> {
+    use std::os::unix::fs::MetadataExt;
+    let mut candidates = Vec::new();
+    if let Some(rt) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|p| p.is_absolute() && p.is_dir()) {
+        candidates.push(rt.join("pinfold"));
     }
+    if let Some(h) = std::env::var_os("HOME").map(PathBuf::from).filter(|p| p.is_absolute() && p.is_dir()) {
+        candidates.push(h.join(".cache/pinfold/run"));
+    }
+    candidates.push(std::env::temp_dir().join(format!("pinfold-{uid}")));
+    let mut last_err = None;
+    for base in candidates {
+        // Fast path: already set up.
+        if let Ok(m) = std::fs::symlink_metadata(&base) {
+            if !m.is_dir() || m.uid() != uid || m.mode() & 0o022 != 0 {
+                last_err = Some(SandboxError::Policy(format!(
+                    "{} is not a directory owned by uid {uid} and closed to others; remove it",
+                    base.display()
+                )));
+                continue;
+            }
+            if base.join("empty").exists() {
+                return Ok(base);
+            }
+        }
+        match create_base(&base) {
+            Ok(()) => return Ok(base),
+            Err(source) => last_err = Some(SandboxError::Setup { step: format!("create the run directory {}", base.display()), source }),
+        }
+    }
+    Err(last_err.unwrap_or_else(|| SandboxError::Policy("no place for the run directory".into())))
 }
 
-impl Drop for RunDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+fn create_base(base: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(base)?;
+    for d in ["root", "tmp"] {
+        match std::fs::DirBuilder::new().mode(0o700).create(base.join(d)) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+    }
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o400).open(base.join("empty")) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+        _ => Ok(()),
     }
 }
 
@@ -247,11 +269,9 @@ pub(crate) fn run(policy: &Policy, argv: &[String]) -> Result<Outcome, SandboxEr
     }
     let cwd = std::fs::canonicalize(&policy.cwd).map_err(|source| SandboxError::Setup { step: format!("working directory {}", policy.cwd.display()), source })?;
     let mut r = resolve(policy)?;
-    let run_dir = RunDir::create()?;
-    let tmpdir = run_dir.0.join("tmp");
-    if policy.private_tmp {
-        r.writable.push(tmpdir.clone());
-    }
+    let (uid, gid) = sys::ids();
+    let run_dir = run_base(uid)?;
+    let tmpdir = run_dir.join("tmp");
     // Placeholders, so that deny paths that do not exist cannot be created.
     let mut created = Placeholders(Vec::new());
     for (_, ph, is_dir) in &r.placeholders {
@@ -276,13 +296,13 @@ pub(crate) fn run(policy: &Policy, argv: &[String]) -> Result<Outcome, SandboxEr
     }
     let vars = std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
     let (env, env_removed) = env::scrub(vars, &policy.keep_env, &set_env);
-    let (uid, gid) = sys::ids();
     let spec = Spec {
         writable: r.writable.clone(),
         write_deny: r.write_deny.clone(),
         read_deny: r.read_deny.clone(),
         network_off: policy.network == Network::Off,
-        run_dir: run_dir.0.clone(),
+        run_dir: run_dir.clone(),
+        private_tmp: policy.private_tmp,
         cwd,
         argv: argv.to_vec(),
         env,
@@ -305,9 +325,11 @@ pub(crate) fn run(policy: &Policy, argv: &[String]) -> Result<Outcome, SandboxEr
     if abi < 1 {
         report.degraded.push("Landlock: the kernel has none; writes are limited by the mount layer only".into());
     }
+    if policy.private_tmp {
+        report.writable.push(tmpdir.clone());
+    }
     let code = spawn_and_wait(&spec, &mut report)?;
     drop(created);
-    drop(run_dir);
     Ok(Outcome { code, report })
 }
 
