@@ -67,6 +67,13 @@ fn engine_sockets() -> Vec<PathBuf> {
         let rt = PathBuf::from(rt);
         v.push(rt.join("docker.sock"));
         v.push(rt.join("podman/podman.sock"));
+        v.push(rt.join("containerd/containerd.sock"));
+    }
+    if let Some(h) = env_path("HOME") {
+        // Docker Desktop, Colima, Rancher Desktop, OrbStack keep theirs in the home directory.
+        for s in [".docker/run/docker.sock", ".docker/desktop/docker.sock", ".colima/*/docker.sock", ".rd/docker.sock", ".orbstack/run/docker.sock"] {
+            v.push(h.join(s));
+        }
     }
     v
 }
@@ -144,6 +151,20 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
     sp.writable.extend(args.write.iter().map(|p| cwd.join(p)));
     sp.write_deny = paths(&preset.write_deny);
     sp.write_deny.extend(args.deny_write.iter().map(|p| cwd.join(p)));
+    // The repository's history survives the run (see git_guard.rs).
+    let git_dir = match pinfold_sandbox::git_equivalents(root, &[root.join(".git")]).pop() {
+        Some(common) => common,
+        None => root.join(".git"),
+    };
+    let guard = if sp.writable.iter().any(|w| git_dir.starts_with(w)) || sp.writable.iter().any(|w| w == root) {
+        crate::git_guard::GitGuard::before(&git_dir)
+    } else {
+        crate::git_guard::GitGuard::default()
+    };
+    sp.write_deny.extend(guard.protect.iter().cloned());
+    // In a worktree `.git` is a file: protect the hooks and config where they really are.
+    let equivalents = pinfold_sandbox::git_equivalents(root, &sp.write_deny);
+    sp.write_deny.extend(equivalents);
     // pinfold's own configuration and cache are never writable from inside: whoever writes
     // them changes the verdicts.
     sp.write_deny.extend(config.files.iter().cloned());
@@ -180,7 +201,18 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON values serialise"));
         return Ok(exit::OK);
     }
-    match sp.run(&argv) {
+    let result = sp.run(&argv);
+    for p in guard.after() {
+        eprintln!("pinfold: restored {}, which the command deleted", p.display());
+    }
+    if guard.unprotected > 0 {
+        eprintln!(
+            "pinfold: {} loose git objects were not protected during the run (over {}); `git gc` packs them",
+            guard.unprotected,
+            crate::git_guard::MAX_LOOSE
+        );
+    }
+    match result {
         Ok(outcome) => {
             if let Some(f) = &args.report {
                 let json = serde_json::to_string_pretty(&outcome.report).expect("the report serialises");

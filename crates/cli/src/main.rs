@@ -4,6 +4,7 @@
 mod check;
 mod exec;
 mod exit;
+mod git_guard;
 
 use std::io::Write;
 use std::path::PathBuf;

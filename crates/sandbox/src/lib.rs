@@ -267,6 +267,30 @@ pub fn default_writable(project_root: &Path, state_dir: Option<&Path>, home: Opt
     out
 }
 
+/// Paths under the project's `.git` mapped to where they really live when `.git` is a file
+/// (a worktree or submodule): `.git/hooks` becomes `<common dir>/hooks` and
+/// `<git dir>/hooks`. Paths not under `.git`, or a project whose `.git` is a directory,
+/// give nothing.
+pub fn git_equivalents(project_root: &Path, paths: &[PathBuf]) -> Vec<PathBuf> {
+    let dotgit = project_root.join(".git");
+    let dirs = git_dirs(project_root);
+    if dirs.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for p in paths {
+        if let Ok(rest) = p.strip_prefix(&dotgit) {
+            for d in &dirs {
+                let q = d.join(rest);
+                if !out.contains(&q) {
+                    out.push(q);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The git directory of a worktree or submodule (`.git` is a file: `gitdir: PATH`), and the
 /// common directory it shares with its main repository.
 fn git_dirs(project_root: &Path) -> Vec<PathBuf> {

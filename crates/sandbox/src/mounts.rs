@@ -7,7 +7,9 @@
 //! 2. bind the whole host tree at `<run>/root` and make all of it read-only, nosuid, nodev;
 //! 3. bind each writable root over itself from the host, read-write (shallow roots first, so a
 //!    deeper root is not covered by a shallower one);
-//! 4. bind each write-deny path over itself read-only (after the writable roots: deny wins);
+//! 4. bind each directory holding a protected path over itself (still writable, but no longer
+//!    renamable or removable), then each write-deny path over itself read-only (after the
+//!    writable roots: deny wins);
 //! 5. hide each read-deny path: an empty read-only tmpfs over a directory, an empty file over
 //!    a file;
 //! 6. mount a fresh `/proc` for the new pid namespace and a minimal `/dev`;
@@ -23,6 +25,8 @@ use crate::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Spec {
     pub writable: Vec<PathBuf>,
+    /// Directories bound over themselves, writable, so they cannot be renamed or removed.
+    pub pins: Vec<PathBuf>,
     pub write_deny: Vec<PathBuf>,
     /// Paths to hide, with whether each is a directory.
     pub read_deny: Vec<(PathBuf, bool)>,
@@ -64,6 +68,11 @@ pub(crate) fn build(spec: &Spec) -> Result<(), String> {
     for w in &writable {
         bind_writable(&root, w)?;
     }
+    let mut pins = spec.pins.clone();
+    pins.sort_by_key(|p| p.components().count());
+    for p in &pins {
+        pin(&root, p)?;
+    }
     for d in &spec.write_deny {
         bind_read_only(&root, d)?;
     }
@@ -104,6 +113,13 @@ fn bind_writable(root: &Path, w: &Path) -> Result<(), String> {
         format!("set nosuid,nodev on {}", w.display()),
         sys::mount_setattr_recursive(&target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0),
     )
+}
+
+/// Step 3b: a directory holding protected paths, bound over itself: still writable, but a
+/// mount point cannot be renamed or removed, so `mv .git .g` and `rm -rf .git` stop at it.
+fn pin(root: &Path, p: &Path) -> Result<(), String> {
+    let target = under(root, p);
+    step(format!("pin {}", p.display()), sys::mount(Some(&target), &target, None, MS_BIND | MS_REC, None))
 }
 
 /// Step 4: a deny path read-only again, on top of the writable root that contains it.

@@ -19,6 +19,9 @@ struct Resolved {
     /// path itself, or its first missing ancestor — and whether that is a directory).
     placeholders: Vec<(PathBuf, PathBuf, bool)>,
     read_deny: Vec<(PathBuf, bool)>,
+    /// Directories holding protected paths: bound over themselves (still writable) so they
+    /// cannot be renamed or removed (`mv .git .g`, `rm -rf .git`).
+    pins: Vec<PathBuf>,
 }
 
 fn has_glob(p: &Path) -> bool {
@@ -157,7 +160,24 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
             }
         }
     }
-    Ok(Resolved { writable, missing_writable, write_deny, placeholders, read_deny })
+    let mut pins = Vec::new();
+    for d in &write_deny {
+        if let Some(parent) = d.parent() {
+            let inside = writable.iter().any(|w| parent.starts_with(w) && parent != w.as_path());
+            if inside && parent.is_dir() && !pins.iter().any(|p: &PathBuf| p == parent) {
+                pins.push(parent.to_path_buf());
+            }
+        }
+    }
+    for (_, ph, _) in &placeholders {
+        if let Some(parent) = ph.parent() {
+            let inside = writable.iter().any(|w| parent.starts_with(w) && parent != w.as_path());
+            if inside && !pins.iter().any(|p: &PathBuf| p == parent) {
+                pins.push(parent.to_path_buf());
+            }
+        }
+    }
+    Ok(Resolved { writable, missing_writable, write_deny, placeholders, read_deny, pins })
 }
 
 /// The placeholder for a missing deny path: the path itself (an empty file) when its parent
@@ -167,8 +187,9 @@ fn placeholder_for(d: &Path) -> Option<(PathBuf, bool)> {
     let mut is_dir = false;
     loop {
         let parent = cur.parent()?.to_path_buf();
-        if parent.exists() {
-            return Some((cur, is_dir));
+        if let Ok(m) = std::fs::metadata(&parent) {
+            // Beneath a file (`.git` in a worktree is a file) nothing can be created at all.
+            return m.is_dir().then_some((cur, is_dir));
         }
         cur = parent;
         is_dir = true;
@@ -298,6 +319,7 @@ pub(crate) fn run(policy: &Policy, argv: &[String]) -> Result<Outcome, SandboxEr
     let (env, env_removed) = env::scrub(vars, &policy.keep_env, &set_env);
     let spec = Spec {
         writable: r.writable.clone(),
+        pins: r.pins.clone(),
         write_deny: r.write_deny.clone(),
         read_deny: r.read_deny.clone(),
         network_off: policy.network == Network::Off,
