@@ -90,12 +90,17 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
     let policy = crate::load_policy(args.config.as_deref(), Some(&cwd), true)?;
     // One argument is shell text run by `sh -c`; several are an argv, judged as the shell
     // would read them quoted.
-    let (text, argv) = if args.command.len() == 1 {
+    let (text, mut argv) = if args.command.len() == 1 {
         (args.command[0].clone(), vec!["/bin/sh".to_string(), "-c".to_string(), args.command[0].clone()])
     } else {
         (pinfold_shell::join(&args.command), args.command.clone())
     };
     let judgement = policy.judge(&text, &cwd);
+    if args.command.len() == 1 {
+        if let Some(direct) = judgement.tree.as_ref().and_then(plain_argv) {
+            argv = direct;
+        }
+    }
     if judgement.decision != Action::Allow && !args.dry_run {
         let what = if judgement.decision == Action::Deny { "denied" } else { "needs a person's confirmation, and exec cannot ask" };
         eprintln!("pinfold: {what}: {}", judgement.reason);
@@ -262,4 +267,30 @@ pub fn doctor(args: DoctorArgs) -> Result<i32, Error> {
         }
     }
     Ok(if a.supported() { exit::OK } else { exit::TEST_FAILED })
+}
+
+/// Shell builtins and keywords: text naming one of these needs the shell. `true` and `false`
+/// are not listed: the programs behave exactly as the builtins.
+const SHELL_BUILTINS: &[&str] = &[
+    ".", ":", "[", "alias", "bg", "break", "cd", "chdir", "command", "continue", "echo", "eval", "exec", "exit",
+    "export", "fc", "fg", "getopts", "hash", "jobs", "kill", "local", "printf", "pwd", "read", "readonly",
+    "return", "set", "shift", "source", "test", "times", "trap", "type", "ulimit", "umask", "unalias", "unset",
+    "wait", "time", "coproc", "function", "select", "let", "declare", "typeset",
+];
+
+/// When shell text is a single plain command (`cargo test -p x`: no expansions, quotes
+/// aside, no redirects, assignments, operators or builtins), its argv: running it directly is
+/// what `sh -c` would do, one process sooner.
+fn plain_argv(tree: &pinfold_shell::CommandTree) -> Option<Vec<String>> {
+    let [c] = tree.commands.as_slice() else { return None };
+    let simple = c.kind == pinfold_shell::CommandKind::Simple
+        && c.redirects.is_empty()
+        && c.assignments.is_empty()
+        && c.context.is_empty()
+        && c.wrappers.is_empty()
+        && c.unresolved.is_none()
+        && c.words.iter().all(|w| !w.dynamic && !w.glob && !w.tilde);
+    let name = c.words.first()?;
+    (simple && !SHELL_BUILTINS.contains(&name.text.as_str()) && !tree.source.contains(['\n', ';', '&', '|', '`', '$', '<', '>', '(', ')', '{', '}', '*', '?', '[', '~', '#', '=']))
+        .then(|| c.argv())
 }

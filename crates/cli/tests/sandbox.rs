@@ -773,6 +773,7 @@ fn attack_case(
 
 both_users!(
     write_outside_roots,
+    reexec_helper_confines_too,
     write_through_planted_symlink,
     write_through_hardlink_to_own_outside_file,
 );
@@ -3322,4 +3323,21 @@ fn work_cargo_build_offline(u: User) {
             }
         },
     );
+}
+
+/// The sandbox starts its helper by fork when pinfold runs one thread, and by re-executing
+/// itself otherwise (a multi-threaded parent). `PINFOLD_SANDBOX_REEXEC=1` forces the second
+/// path: the same attack must be refused there too, and statuses pass through.
+fn reexec_helper_confines_too(u: User) {
+    let mut c = Fx::new(u, "reexec_helper_confines_too");
+    let argv = c.sh_script("reexec", &format!("t 'write outside' 'echo x > {}/x'\nexit 7\n", Fx::s(&c.out)));
+    let r = c.control(&argv);
+    c.assert_control(&r, &exists_change(&c.out.join("x")).into_iter().collect::<Vec<_>>(), true);
+    drop(c);
+    let mut a = Fx::new(u, "reexec_helper_confines_too");
+    a.env.insert("PINFOLD_SANDBOX_REEXEC".into(), "1".into());
+    let argv = a.sh_script("reexec", &format!("t 'write outside' 'echo x > {}/x'\nexit 7\n", Fx::s(&a.out)));
+    let r = a.exec(&[], &argv);
+    assert_eq!(r.code, Some(7), "{}: the re-executed helper must pass the status on\n{}", a.label(), r.show());
+    assert!(exists_change(&a.out.join("x")).is_none(), "{}: wrote outside the roots through the re-exec path", a.label());
 }

@@ -38,6 +38,9 @@ pub(crate) enum Event {
     Failed { step: String },
     /// exec failed with this errno.
     ExecFailed { errno: i32, what: String },
+    /// The command ended with this exit code and every process it left was killed and
+    /// reaped: the parent may return now, without waiting for the namespaces to be torn down.
+    Exited { code: i32 },
 }
 
 /// Exit code for a setup failure inside the sandbox.
@@ -94,7 +97,15 @@ fn run(args: &[String]) -> i32 {
         Ok(s) => s,
         Err(e) => rep.fail(format!("read the sandbox spec: {e}")),
     };
+    helper(spec, rep)
+}
 
+/// The helper proper, whether reached by re-exec or by fork from a single-threaded parent.
+pub(crate) fn helper_in_fork(spec: Spec, report: std::fs::File) -> ! {
+    sys::exit_now(helper(spec, Reporter(Some(report))))
+}
+
+fn helper(spec: Spec, mut rep: Reporter) -> i32 {
     // 1. Namespaces. The helper gets every capability in the new user namespace.
     let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
     if spec.network_off {
@@ -202,10 +213,15 @@ fn init(spec: Spec, mut rep: Reporter) -> ! {
         drop(sigfd);
         command(&spec, rep)
     }
-    drop(rep);
     // Nobody may attach to init, and init does nothing but wait.
     let _ = sys::prctl(libc::PR_SET_DUMPABLE, 0, 0);
-    sys::exit_now(reap(pid, &sigfd))
+    let code = reap(pid, &sigfd);
+    // Nothing the command started may outlive it: kill the rest of the namespace, reap it,
+    // then tell the parent, which need not wait for the namespaces to be torn down.
+    let _ = sys::kill(-1, libc::SIGKILL);
+    while let Ok(Some(_)) = sys::waitpid(-1, 0) {}
+    rep.send(&Event::Exited { code });
+    sys::exit_now(code)
 }
 
 /// Forward signals to the command and reap everything until the command exits.

@@ -359,15 +359,28 @@ fn setup_err(step: &str) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
     move |source| SandboxError::Setup { step: step.to_string(), source }
 }
 
-/// Start the helper, feed it the spec, pass on signals, read its report, wait.
-fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport) -> Result<i32, SandboxError> {
+/// Whether this process runs a single thread (so a forked child may allocate).
+fn single_threaded() -> bool {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| s.rsplit(')').next().and_then(|rest| rest.split_whitespace().nth(17).map(str::to_string)))
+        .is_some_and(|n| n == "1")
+}
+
+/// Start the helper: by fork when this process is single-threaded (the child may then run
+/// ordinary Rust), else by re-executing pinfold (`PINFOLD_SANDBOX_REEXEC=1` forces that).
+fn start_helper(spec: &Spec, rep_w: std::os::fd::OwnedFd) -> Result<libc::pid_t, SandboxError> {
+    let force_exec = std::env::var_os("PINFOLD_SANDBOX_REEXEC").is_some_and(|v| v == "1");
+    if !force_exec && single_threaded() {
+        let pid = sys::fork().map_err(setup_err("fork the sandbox helper"))?;
+        if pid == 0 {
+            crate::child::helper_in_fork(spec.clone(), std::fs::File::from(rep_w));
+        }
+        return Ok(pid);
+    }
     let (spec_r, spec_w) = sys::pipe().map_err(setup_err("create the spec pipe"))?;
-    let (rep_r, rep_w) = sys::pipe().map_err(setup_err("create the report pipe"))?;
     sys::clear_cloexec(spec_r.as_raw_fd()).map_err(setup_err("pass the spec pipe on"))?;
     sys::clear_cloexec(rep_w.as_raw_fd()).map_err(setup_err("pass the report pipe on"))?;
-    // Take forwarded signals from a signalfd while the command runs (Ctrl-C reaches us, the
-    // helper and the command alike; the command, in its own session, gets it from us).
-    let sigfd = sys::signalfd_for(FORWARDED).map_err(setup_err("signalfd"))?;
     let exe = std::env::current_exe().map_err(setup_err("find pinfold's own executable"))?;
     let child = std::process::Command::new(exe)
         .arg(crate::HELPER_ARG)
@@ -375,27 +388,35 @@ fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport) -> Result<i32, Sandbo
         .arg(spec_r.as_raw_fd().to_string())
         .arg(rep_w.as_raw_fd().to_string())
         .env_clear()
-        .spawn();
+        .spawn()
+        .map_err(setup_err("start the sandbox helper"))?;
     drop(spec_r);
     drop(rep_w);
-    let child = match child {
-        Ok(c) => c,
-        Err(source) => {
+    let mut w = std::fs::File::from(spec_w);
+    let json = serde_json::to_vec(spec).map_err(|e| SandboxError::Policy(format!("encode the spec: {e}")))?;
+    // A helper that died early closes the pipe: the error shows in its report instead.
+    let _ = w.write_all(&json);
+    Ok(child.id() as libc::pid_t)
+}
+
+/// Start the helper, pass on signals, read its report, wait.
+fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport) -> Result<i32, SandboxError> {
+    let (rep_r, rep_w) = sys::pipe().map_err(setup_err("create the report pipe"))?;
+    // Take forwarded signals from a signalfd while the command runs (Ctrl-C reaches us, the
+    // helper and the command alike; the command, in its own session, gets it from us).
+    let sigfd = sys::signalfd_for(FORWARDED).map_err(setup_err("signalfd"))?;
+    let pid = match start_helper(spec, rep_w) {
+        Ok(p) => p,
+        Err(e) => {
             let _ = sys::unblock_signals(FORWARDED);
-            return Err(SandboxError::Setup { step: "start the sandbox helper".into(), source });
+            return Err(e);
         }
     };
-    let pid = child.id() as libc::pid_t;
-    {
-        let mut w = std::fs::File::from(spec_w);
-        let json = serde_json::to_vec(spec).map_err(|e| SandboxError::Policy(format!("encode the spec: {e}")))?;
-        // A helper that died early closes the pipe: the error shows in its report instead.
-        let _ = w.write_all(&json);
-    }
     let pidfd = sys::pidfd_open(pid).map_err(setup_err("pidfd_open"))?;
     let mut rep = std::fs::File::from(rep_r);
-    let mut buf = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
     let mut rep_open = true;
+    let mut exited: Option<i32> = None;
     let status = loop {
         let mut fds = vec![sigfd.as_raw_fd(), pidfd.as_raw_fd()];
         if rep_open {
@@ -411,8 +432,18 @@ fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport) -> Result<i32, Sandbo
             let mut chunk = [0u8; 8192];
             match rep.read(&mut chunk) {
                 Ok(0) | Err(_) => rep_open = false,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    buf.extend_from_slice(&chunk[..n]);
+                    exited = exited.or_else(|| exit_event(&buf));
+                }
             }
+        }
+        if let Some(code) = exited {
+            // Everything in the sandbox is dead and reaped; the helper only waits for the
+            // namespaces' teardown, which need not delay us.
+            let _ = sys::kill(pid, libc::SIGKILL);
+            let _ = sys::waitpid(pid, 0);
+            break (code << 8) & 0xff00;
         }
         if ready[1] {
             if let Ok(Some((_, st))) = sys::waitpid(pid, 0) {
@@ -420,12 +451,16 @@ fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport) -> Result<i32, Sandbo
             }
         }
     };
-    // Whatever is still in the pipe.
-    let _ = rep.read_to_end(&mut buf);
+    if exited.is_none() {
+        let _ = rep.read_to_end(&mut buf);
+    }
     let _ = sys::unblock_signals(FORWARDED);
     drop(sigfd);
-    std::mem::forget(child); // already reaped above
-    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) };
+    let code = match exited {
+        Some(c) => c,
+        None if libc::WIFEXITED(status) => libc::WEXITSTATUS(status),
+        None => 128 + libc::WTERMSIG(status),
+    };
     let mut failed = None;
     let mut confined = false;
     for line in buf.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
@@ -439,7 +474,7 @@ fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport) -> Result<i32, Sandbo
                 report.hygiene = Some(LayerStatus::Enforced);
             }
             Ok(Event::Failed { step }) => failed = Some(step),
-            Ok(Event::ExecFailed { .. }) | Err(_) => {}
+            Ok(Event::ExecFailed { .. } | Event::Exited { .. }) | Err(_) => {}
         }
     }
     if let Some(step) = failed {
@@ -449,6 +484,14 @@ fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport) -> Result<i32, Sandbo
         return Err(SandboxError::Child("the helper ended before the command started".into()));
     }
     Ok(code)
+}
+
+/// The `Exited` event, once its line is complete in `buf`.
+fn exit_event(buf: &[u8]) -> Option<i32> {
+    buf.split(|b| *b == b'\n').find_map(|l| match serde_json::from_slice::<Event>(l) {
+        Ok(Event::Exited { code }) => Some(code),
+        _ => None,
+    })
 }
 
 /// Add what to do to the failures people can fix.
