@@ -95,7 +95,8 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
     } else {
         (pinfold_shell::join(&args.command), args.command.clone())
     };
-    let judgement = policy.judge(&text, &cwd);
+    let extra: Vec<PathBuf> = args.write.iter().map(|p| cwd.join(p)).collect();
+    let judgement = policy.judge_with_writable(&text, &cwd, &extra);
     if args.command.len() == 1 {
         if let Some(direct) = judgement.tree.as_ref().and_then(plain_argv) {
             argv = direct;

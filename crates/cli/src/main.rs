@@ -85,7 +85,7 @@ struct CheckArgs {
     #[arg(long)]
     explain: bool,
     /// The command: one argument is shell text, several are an argv. Omit to read stdin.
-    #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true)]
+    #[arg(value_name = "COMMAND", trailing_var_arg = true)]
     command: Vec<String>,
 }
 

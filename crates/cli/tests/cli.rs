@@ -166,6 +166,30 @@ fn help_check() {
 }
 
 #[test]
+fn help_exec() {
+    let w = World::new();
+    let o = w.run(&["exec", "--help"]);
+    assert_eq!(o.code, 0);
+    assert_snapshot!(o.show());
+}
+
+#[test]
+fn help_doctor() {
+    let w = World::new();
+    let o = w.run(&["doctor", "--help"]);
+    assert_eq!(o.code, 0);
+    assert_snapshot!(o.show());
+}
+
+/// A mistyped option is a usage error, not part of the command to judge.
+#[test]
+fn check_unknown_option_is_a_usage_error() {
+    let w = World::new();
+    let o = w.run(&["check", "--jsn", "ls"]);
+    assert_eq!(o.code, 2, "{}", o.show());
+}
+
+#[test]
 fn help_validate() {
     let w = World::new();
     let o = w.run(&["validate", "--help"]);

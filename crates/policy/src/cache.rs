@@ -18,6 +18,7 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -184,10 +185,11 @@ fn write_entry(policy: &Policy, path: &Path, layers: &[PathBuf], dir: &Path) -> 
         rules.push('\n');
     }
     records.push('\n');
-    std::fs::create_dir_all(dir)?;
+    // Only the user may write the cache: whoever can, changes the verdicts.
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     let tmp = dir.join(format!(".tmp-{}-{}", std::process::id(), path.file_name().and_then(|n| n.to_str()).unwrap_or("x")));
     {
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
         for part in [head.as_bytes(), index.as_bytes(), records.as_bytes(), rules.as_bytes()] {
             f.write_all(part)?;
         }

@@ -231,8 +231,14 @@ impl Policy {
 
     /// Judge shell text run in `cwd`.
     pub fn judge(&self, text: &str, cwd: &Path) -> Judgement {
+        self.judge_with_writable(text, cwd, &[])
+    }
+
+    /// Judge as [`Policy::judge`], with `extra` paths counted as writable by every preset
+    /// when checking redirects (`pinfold exec --write PATH` grants them).
+    pub fn judge_with_writable(&self, text: &str, cwd: &Path, extra: &[std::path::PathBuf]) -> Judgement {
         match pinfold_shell::parse(text) {
-            Ok(tree) => self.judge_tree(tree, cwd),
+            Ok(tree) => self.judge_tree_with(tree, cwd, extra),
             Err(e) => {
                 let decision = self.config.defaults.on_parse_error.max(Action::Ask);
                 Judgement {
@@ -249,12 +255,16 @@ impl Policy {
 
     /// Judge an already parsed command tree.
     pub fn judge_tree(&self, tree: CommandTree, cwd: &Path) -> Judgement {
+        self.judge_tree_with(tree, cwd, &[])
+    }
+
+    fn judge_tree_with(&self, tree: CommandTree, cwd: &Path, extra: &[std::path::PathBuf]) -> Judgement {
         let home = self.config.home.clone();
         let env = Env { cwd, home: home.as_deref(), paths: &self.config.paths };
         let recursive = recursive_functions(&tree);
         let mut commands = Vec::with_capacity(tree.commands.len());
         for c in &tree.commands {
-            let mut v = self.judge_command(c, &tree.source, &env);
+            let mut v = self.judge_command(c, &tree.source, &env, extra);
             if c.kind == CommandKind::FunctionCall && v.decision == Action::Allow {
                 let name = c.words.first().map_or("", |w| w.text.as_str());
                 if recursive.iter().any(|r| r == name) {
@@ -312,7 +322,7 @@ impl Policy {
         idx.into_iter().map(move |i| self.rule(i))
     }
 
-    fn judge_command(&self, c: &SimpleCommand, source: &str, env: &Env<'_>) -> CommandVerdict {
+    fn judge_command(&self, c: &SimpleCommand, source: &str, env: &Env<'_>, extra: &[std::path::PathBuf]) -> CommandVerdict {
         let text = source.get(c.span.clone()).unwrap_or("").to_string();
         let argv = c.argv();
         let mut v = CommandVerdict {
@@ -425,7 +435,7 @@ impl Policy {
         let preset = sandbox.as_deref().and_then(|s| self.config.sandboxes.get(s));
         if v.decision == Action::Allow {
             if let Some(p) = preset {
-                raise_for_redirects(c, p, env, &mut v);
+                raise_for_redirects(c, p, env, extra, &mut v);
             }
         }
         if v.decision != Action::Deny {
@@ -506,7 +516,7 @@ pub struct TestFailure {
 /// Paths any command may always write through a redirect.
 const ALWAYS_WRITABLE: &[&str] = &["/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/fd"];
 
-fn raise_for_redirects(c: &SimpleCommand, preset: &SandboxPreset, env: &Env<'_>, v: &mut CommandVerdict) {
+fn raise_for_redirects(c: &SimpleCommand, preset: &SandboxPreset, env: &Env<'_>, extra: &[std::path::PathBuf], v: &mut CommandVerdict) {
     for r in c.redirects.iter().filter(|r| r.writes_file()) {
         let Some(target) = &r.target else { continue };
         let Some(path) = matcher::resolve(Some(target), env) else {
@@ -517,7 +527,7 @@ fn raise_for_redirects(c: &SimpleCommand, preset: &SandboxPreset, env: &Env<'_>,
         if ALWAYS_WRITABLE.iter().any(|a| matcher::in_or_under(&path, a)) {
             continue;
         }
-        if !writable(&path, preset) {
+        if !writable(&path, preset) && !extra.iter().any(|e| path.starts_with(e)) {
             v.decision = Action::Ask;
             v.reason = format!(
                 "writes to `{}`, which the `{}` sandbox cannot write",

@@ -77,7 +77,7 @@ pub struct Glob {
 
 /// A pattern that could not be compiled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message} (at character {offset} of the pattern)")]
+#[error("{message} (at character {} of the pattern)", offset + 1)]
 pub struct PatternError {
     /// Byte offset in the pattern text.
     pub offset: usize,
