@@ -3329,7 +3329,7 @@ fn work_cargo_build_offline(u: User) {
 /// itself otherwise (a multi-threaded parent). `PINFOLD_SANDBOX_REEXEC=1` forces the second
 /// path: the same attack must be refused there too, and statuses pass through.
 fn reexec_helper_confines_too(u: User) {
-    let mut c = Fx::new(u, "reexec_helper_confines_too");
+    let c = Fx::new(u, "reexec_helper_confines_too");
     let argv = c.sh_script("reexec", &format!("t 'write outside' 'echo x > {}/x'\nexit 7\n", Fx::s(&c.out)));
     let r = c.control(&argv);
     c.assert_control(&r, &exists_change(&c.out.join("x")).into_iter().collect::<Vec<_>>(), true);
