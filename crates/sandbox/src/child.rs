@@ -4,10 +4,20 @@
 //! fresh, single-threaded process (Landlock and seccomp apply per thread, and the setup
 //! allocates after fork, which is only sound without other threads). Then:
 //!
-//! 1. **helper**: read the spec; `unshare` user, pid, ipc, uts (and net when the network is
+//! 1. **helper**: `unshare` user, pid, ipc, uts (and net when the network is known to be
 //!    off) namespaces; map its own uid and gid; ask to be killed with its parent; fork.
 //! 2. **init** (pid 1 of the new pid namespace): ask to die with the helper; `unshare` a
-//!    mount namespace; build the mount tree and pivot into it ([`crate::mounts`]); fork.
+//!    mount namespace; build the policy-independent part of the mount tree; get the spec;
+//!    join a new network namespace when the network is off; build the rest of the tree and
+//!    pivot into it ([`crate::mounts`]); fork.
+//!
+//! A helper started ahead of its policy ([`crate::Prestart`], forked before the parent has
+//! judged the command) does steps 1 and 2 up to the spec while the parent judges, and init
+//! reads the spec from a pipe. As the network is not known yet, the helper, once init is
+//! forked, moves itself into a new network namespace while init mounts, and init joins it
+//! (through a pidfd of the helper) if the spec says the network is off: the namespace takes
+//! the kernel about 0.3 ms to make, the most of any step, and this way it is made in
+//! parallel. With the network on, it is simply never joined.
 //! 3. **command**: new session; close stray descriptors; Landlock; no_new_privs;
 //!    drop every capability; seccomp last; report; `execve`.
 //! 4. init forwards signals to the command, reaps every process, and exits with the
@@ -86,6 +96,30 @@ pub fn helper_main(args: &[String]) -> ! {
     std::process::exit(code)
 }
 
+/// What the helper needs before the spec: enough for the namespaces and the
+/// policy-independent part of the mount tree.
+#[derive(Debug, Clone)]
+pub(crate) struct Base {
+    pub run_dir: std::path::PathBuf,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Base {
+    pub(crate) fn of(spec: &Spec) -> Base {
+        Base { run_dir: spec.run_dir.clone(), uid: spec.uid, gid: spec.gid }
+    }
+}
+
+/// Where init gets the spec.
+#[derive(Debug)]
+pub(crate) enum Late {
+    /// Already known when the helper started.
+    Known(Spec),
+    /// To be read from this pipe (a prestarted helper).
+    Pipe(std::fs::File),
+}
+
 fn run(args: &[String]) -> i32 {
     let fd = |i: usize| args.get(i).and_then(|s| s.parse::<i32>().ok());
     let (Some(spec_fd), Some(report_fd)) = (fd(1), fd(2)) else {
@@ -93,37 +127,41 @@ fn run(args: &[String]) -> i32 {
         return 2;
     };
     let mut rep = Reporter(sys::owned_from_inherited(report_fd).ok().map(std::fs::File::from));
-    let spec: Spec = match read_spec(spec_fd) {
+    let spec: Spec = match sys::owned_from_inherited(spec_fd).and_then(|fd| read_spec(std::fs::File::from(fd))) {
         Ok(s) => s,
         Err(e) => rep.fail(format!("read the sandbox spec: {e}")),
     };
-    helper(spec, rep)
+    helper(Base::of(&spec), Late::Known(spec), rep)
 }
 
 /// The helper proper, whether reached by re-exec or by fork from a single-threaded parent.
-pub(crate) fn helper_in_fork(spec: Spec, report: std::fs::File) -> ! {
-    sys::exit_now(helper(spec, Reporter(Some(report))))
+pub(crate) fn helper_in_fork(base: Base, late: Late, report: std::fs::File) -> ! {
+    sys::exit_now(helper(base, late, Reporter(Some(report))))
 }
 
-fn helper(spec: Spec, mut rep: Reporter) -> i32 {
-    // 1. Namespaces. The helper gets every capability in the new user namespace.
-    let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
-    if spec.network_off {
-        flags |= libc::CLONE_NEWNET;
-    }
-    if let Err(e) = sys::unshare(flags) {
-        rep.fail(format!("create namespaces: {e}"));
-    }
-    if let Err(e) = write_id_maps(spec.uid, spec.gid) {
-        rep.fail(format!("map uid {} and gid {}: {e}", spec.uid, spec.gid));
-    }
-    let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
-
+fn helper(base: Base, late: Late, mut rep: Reporter) -> i32 {
     // Signals for init are taken here from now on, so none is lost between fork and the
     // forwarding loop.
     let sigfd = match sys::signalfd_for(FORWARDED) {
         Ok(f) => f,
         Err(e) => rep.fail(format!("signalfd: {e}")),
+    };
+    // 1. Namespaces. The helper gets every capability in the new user namespace.
+    let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+    if matches!(&late, Late::Known(spec) if spec.network_off) {
+        flags |= libc::CLONE_NEWNET;
+    }
+    if let Err(e) = sys::unshare(flags) {
+        rep.fail(format!("create namespaces: {e}"));
+    }
+    if let Err(e) = write_id_maps(base.uid, base.gid) {
+        rep.fail(format!("map uid {} and gid {}: {e}", base.uid, base.gid));
+    }
+    let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+    // Prestarted: a network namespace made here, for init to join (see the module doc).
+    let net = match &late {
+        Late::Pipe(_) => sys::pidfd_open(std::process::id() as libc::pid_t).ok().zip(sys::pipe().ok()),
+        Late::Known(_) => None,
     };
     let pid = match sys::fork() {
         Ok(p) => p,
@@ -131,15 +169,20 @@ fn helper(spec: Spec, mut rep: Reporter) -> i32 {
     };
     if pid == 0 {
         drop(sigfd);
-        init(spec, rep)
+        let net = net.map(|(helper, (ready_r, _))| NetOffer { helper, ready: std::fs::File::from(ready_r) });
+        init(base, late, net, rep)
     }
     drop(rep);
+    if let Some((_, (_, ready_w))) = net {
+        // One byte: whether the namespace is there to join.
+        let made = sys::unshare(libc::CLONE_NEWNET).is_ok();
+        let _ = std::fs::File::from(ready_w).write_all(if made { b"1" } else { b"0" });
+    }
     // The helper's only job now: pass signals on to init and return its status.
     supervise(pid, &sigfd)
 }
 
-fn read_spec(fd: i32) -> std::io::Result<Spec> {
-    let mut f = std::fs::File::from(sys::owned_from_inherited(fd)?);
+fn read_spec(mut f: std::fs::File) -> std::io::Result<Spec> {
     let mut s = String::new();
     f.read_to_string(&mut s)?;
     serde_json::from_str(&s).map_err(std::io::Error::other)
@@ -184,16 +227,53 @@ fn code_of(status: libc::c_int) -> i32 {
     }
 }
 
+/// A network namespace the helper makes in parallel: `ready` gives one byte when it is made
+/// (`1`) or could not be (`0`); `helper` is a pidfd of the helper, whose namespace to join.
+struct NetOffer {
+    helper: OwnedFd,
+    ready: std::fs::File,
+}
+
+impl NetOffer {
+    /// Join the helper's new network namespace; false if there is none.
+    fn join(mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.ready.read(&mut b), Ok(1) if b[0] == b'1') && sys::setns_net(&self.helper).is_ok()
+    }
+}
+
 /// pid 1 of the sandbox.
-fn init(spec: Spec, mut rep: Reporter) -> ! {
+fn init(base: Base, late: Late, net: Option<NetOffer>, mut rep: Reporter) -> ! {
     // Die with the helper (and so with `pinfold exec`).
     let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
     // 2. The mount tree, in a mount namespace of our own.
     if let Err(e) = sys::unshare(libc::CLONE_NEWNS) {
         rep.fail(format!("create a mount namespace: {e}"));
     }
+    if let Err(e) = mounts::build_base(&base.run_dir) {
+        rep.fail(e);
+    }
+    // Known from the start: the helper made the network namespace with the others.
+    let net_pending = matches!(late, Late::Pipe(_));
+    let spec = match late {
+        Late::Known(spec) => spec,
+        Late::Pipe(pipe) => match read_spec(pipe) {
+            Ok(s) => s,
+            Err(e) => rep.fail(format!("read the sandbox spec: {e}")),
+        },
+    };
+    if spec.run_dir != base.run_dir || spec.uid != base.uid || spec.gid != base.gid {
+        rep.fail("the spec is for another run directory or user than the sandbox was started for".into());
+    }
     if let Err(e) = mounts::build(&spec) {
         rep.fail(e);
+    }
+    // A prestarted sandbox learns only now whether the network is off: join the network
+    // namespace the helper made meanwhile, or make one here if it could not.
+    if net_pending && spec.network_off && !net.is_some_and(NetOffer::join) {
+        if let Err(e) = sys::unshare(libc::CLONE_NEWNET) {
+            rep.fail(format!("create a network namespace: {e}"));
+        }
     }
     rep.send(&Event::Mounted);
     // Signals sent to a pid namespace's init are dropped unless it has a handler: install a
@@ -307,15 +387,13 @@ fn command(spec: &Spec, mut rep: Reporter) -> ! {
 /// Empty the bounding, ambient, inheritable, permitted and effective sets, so that no
 /// capability survives exec — even for a command that runs as uid 0 of the namespace.
 fn drop_capabilities() -> std::io::Result<()> {
-    let last: libc::c_ulong = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(63);
-    for cap in 0..=last {
+    // Capabilities are numbered without gaps up to the kernel's last one
+    // (/proc/sys/kernel/cap_last_cap), beyond which PR_CAPBSET_DROP says EINVAL: dropping
+    // until then drops them all, without reading /proc.
+    for cap in 0..64 {
         match sys::prctl(libc::PR_CAPBSET_DROP, cap, 0) {
             Ok(_) => {}
-            // A capability this kernel does not know.
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => break,
             Err(e) => return Err(e),
         }
     }

@@ -53,7 +53,9 @@ pub fn scrub(env: impl Iterator<Item = (String, String)>, keep: &[String], set: 
     let mut out = Vec::new();
     let mut removed = Vec::new();
     for (k, v) in env {
-        if k.starts_with("PINFOLD_SANDBOX_") {
+        // pinfold's own plumbing: the sandbox spec and the hook's approval token, which is
+        // worth nothing inside but has no business there.
+        if k.starts_with("PINFOLD_SANDBOX_") || k == "PINFOLD_HOOK_ORIGIN" {
             continue;
         }
         if set.iter().any(|(s, _)| *s == k) {
@@ -86,11 +88,12 @@ mod tests {
 
     #[test]
     fn scrubbing_keeps_and_sets() {
-        let env = vec![("A_TOKEN".to_string(), "x".to_string()), ("PATH".into(), "/bin".into()), ("KEEP_TOKEN".into(), "k".into()), ("TMPDIR".into(), "/tmp".into())];
+        let env = vec![("A_TOKEN".to_string(), "x".to_string()), ("PATH".into(), "/bin".into()), ("KEEP_TOKEN".into(), "k".into()), ("TMPDIR".into(), "/tmp".into()), ("PINFOLD_HOOK_ORIGIN".into(), "v1.x".into())];
         let (out, removed) = scrub(env.into_iter(), &["KEEP_TOKEN".into()], &[("TMPDIR".into(), "/t".into())]);
         assert_eq!(removed, ["A_TOKEN"]);
         assert!(out.contains(&("KEEP_TOKEN".into(), "k".into())));
         assert!(out.contains(&("TMPDIR".into(), "/t".into())));
         assert!(!out.contains(&("TMPDIR".into(), "/tmp".into())));
+        assert!(!out.iter().any(|(k, _)| k == "PINFOLD_HOOK_ORIGIN"));
     }
 }

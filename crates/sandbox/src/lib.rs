@@ -57,6 +57,11 @@ use serde::{Deserialize, Serialize};
 pub use child::helper_main;
 pub use env::{is_secret_name, SECRET_PATTERNS};
 pub use landlock_layer::LandlockReport;
+/// A sandbox started before its policy is known: [`Prestart::begin`] forks the helper, which
+/// creates the namespaces and the policy-independent part of the mount tree while the caller
+/// is still deciding what to run; [`Policy::run_prestarted`] then sends it the spec. Dropped
+/// unused, it is killed. What is enforced is the same either way.
+pub use parent::Prestart;
 pub use probe::{probe, Availability};
 pub use seccomp::RULES as SECCOMP_RULES;
 
@@ -116,7 +121,13 @@ impl Policy {
     /// Run `argv` confined and wait for it. `Err` means the sandbox could not be set up as
     /// asked (nothing ran, or the command was stopped before exec).
     pub fn run(&self, argv: &[String]) -> Result<Outcome, SandboxError> {
-        parent::run(self, argv)
+        parent::run(self, argv, None)
+    }
+
+    /// [`Policy::run`] in a sandbox started ahead with [`Prestart::begin`] (or, given `None`
+    /// or a prestart that does not fit, one started now).
+    pub fn run_prestarted(&self, argv: &[String], pre: Option<Prestart>) -> Result<Outcome, SandboxError> {
+        parent::run(self, argv, pre)
     }
 
     /// Resolve what the sandbox would enforce, without running anything: the roots that

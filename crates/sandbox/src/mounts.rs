@@ -5,15 +5,22 @@
 //!
 //! 1. make every mount private, so nothing below propagates back to the host;
 //! 2. bind the whole host tree at `<run>/root` and make all of it read-only, nosuid, nodev;
-//! 3. bind each writable root over itself from the host, read-write (shallow roots first, so a
+//! 3. mount a fresh `/proc` for the new pid namespace and a minimal `/dev`;
+//! 4. bind each writable root over itself from the host, read-write (shallow roots first, so a
 //!    deeper root is not covered by a shallower one);
-//! 4. bind each directory holding a protected path over itself (still writable, but no longer
+//! 5. bind each directory holding a protected path over itself (still writable, but no longer
 //!    renamable or removable), then each write-deny path over itself read-only (after the
 //!    writable roots: deny wins);
-//! 5. hide each read-deny path: an empty read-only tmpfs over a directory, an empty file over
+//! 6. hide each read-deny path: an empty read-only tmpfs over a directory, an empty file over
 //!    a file;
-//! 6. mount a fresh `/proc` for the new pid namespace and a minimal `/dev`;
-//! 7. pivot into the new root and detach the old one.
+//! 7. when a path of steps 4–6 is `/`, `/proc` or `/dev` or lies under them, the `/proc` and
+//!    `/dev` of step 3 are detached before step 4 and mounted again after step 6, so the tree is
+//!    the one built with them last;
+//! 8. pivot into the new root and detach the old one.
+//!
+//! Steps 1–3 ([`build_base`]) need nothing from the policy, so init builds them while the
+//! parent is still judging the command (see [`crate::Prestart`]); steps 4–8 ([`build`])
+//! follow once the spec is known.
 
 use std::path::{Path, PathBuf};
 
@@ -57,12 +64,23 @@ fn under(root: &Path, p: &Path) -> PathBuf {
 const MS_BIND: libc::c_ulong = libc::MS_BIND;
 const MS_REC: libc::c_ulong = libc::MS_REC;
 
-/// Build the tree and pivot into it. Runs in the sandbox's init, with capabilities in its
-/// user namespace, in a fresh mount namespace.
-pub(crate) fn build(spec: &Spec) -> Result<(), String> {
-    let root = spec.run_dir.join("root");
+/// Steps 1–3: the part of the tree that is the same for every policy. Runs in the sandbox's
+/// init, with capabilities in its user namespace, in a fresh mount namespace.
+pub(crate) fn build_base(run_dir: &Path) -> Result<(), String> {
+    let root = run_dir.join("root");
     make_private()?;
     bind_host_read_only(&root)?;
+    mount_proc(&root)?;
+    mount_dev(&root)
+}
+
+/// Steps 4–8, on top of [`build_base`]: the policy's binds, then pivot into the tree.
+pub(crate) fn build(spec: &Spec) -> Result<(), String> {
+    let root = spec.run_dir.join("root");
+    let special = covers_proc_or_dev(spec);
+    if special {
+        detach_proc_and_dev(&root)?;
+    }
     let mut writable = spec.writable.clone();
     writable.sort_by_key(|p| p.components().count());
     for w in &writable {
@@ -82,10 +100,20 @@ pub(crate) fn build(spec: &Spec) -> Result<(), String> {
     if spec.private_tmp {
         private_tmp(&root, &spec.run_dir.join("tmp"))?;
     }
-    mount_proc(&root)?;
-    mount_dev(&root)?;
+    if special {
+        mount_proc(&root)?;
+        mount_dev(&root)?;
+    }
     pivot(&root)?;
     step(format!("chdir {}", spec.cwd.display()), std::env::set_current_dir(&spec.cwd))
+}
+
+/// Whether a bind of steps 4–6 lands on, above or inside `/proc` or `/dev`.
+fn covers_proc_or_dev(spec: &Spec) -> bool {
+    let tmp = spec.private_tmp.then(|| spec.run_dir.join("tmp"));
+    let paths = spec.writable.iter().chain(&spec.pins).chain(&spec.write_deny).chain(spec.read_deny.iter().map(|(p, _)| p)).chain(&tmp);
+    let special = [Path::new("/proc"), Path::new("/dev")];
+    paths.into_iter().any(|p| special.iter().any(|s| p.starts_with(s) || s.starts_with(p)))
 }
 
 /// Step 1: nothing we mount may propagate to the host's mount namespace.
@@ -102,7 +130,7 @@ fn bind_host_read_only(root: &Path) -> Result<(), String> {
     )
 }
 
-/// Step 3: a writable root, bound from the host (whose mount is writable) over the
+/// Step 4: a writable root, bound from the host (whose mount is writable) over the
 /// read-only copy.
 fn bind_writable(root: &Path, w: &Path) -> Result<(), String> {
     let target = under(root, w);
@@ -115,14 +143,14 @@ fn bind_writable(root: &Path, w: &Path) -> Result<(), String> {
     )
 }
 
-/// Step 3b: a directory holding protected paths, bound over itself: still writable, but a
+/// Step 5a: a directory holding protected paths, bound over itself: still writable, but a
 /// mount point cannot be renamed or removed, so `mv .git .g` and `rm -rf .git` stop at it.
 fn pin(root: &Path, p: &Path) -> Result<(), String> {
     let target = under(root, p);
     step(format!("pin {}", p.display()), sys::mount(Some(&target), &target, None, MS_BIND | MS_REC, None))
 }
 
-/// Step 4: a deny path read-only again, on top of the writable root that contains it.
+/// Step 5b: a deny path read-only again, on top of the writable root that contains it.
 fn bind_read_only(root: &Path, d: &Path) -> Result<(), String> {
     let target = under(root, d);
     step(format!("bind {} over itself", d.display()), sys::mount(Some(&target), &target, None, MS_BIND | MS_REC, None))?;
@@ -132,9 +160,14 @@ fn bind_read_only(root: &Path, d: &Path) -> Result<(), String> {
     )
 }
 
-/// Step 5: an unreadable path replaced by an empty one.
+/// Step 6: an unreadable path replaced by an empty one.
 fn hide(root: &Path, r: &Path, is_dir: bool, empty_file: &Path) -> Result<(), String> {
     let target = under(root, r);
+    // Gone since the parent looked (a socket removed by its server, say): there is nothing
+    // left to read. Write-deny paths get no such leniency.
+    if std::fs::symlink_metadata(&target).is_err() {
+        return Ok(());
+    }
     if is_dir {
         step(
             format!("hide directory {}", r.display()),
@@ -149,7 +182,7 @@ fn hide(root: &Path, r: &Path, is_dir: bool, empty_file: &Path) -> Result<(), St
     }
 }
 
-/// Step 5b: the private temp dir, a fresh tmpfs nobody else sees, gone when the run ends.
+/// Step 6b: the private temp dir, a fresh tmpfs nobody else sees, gone when the run ends.
 fn private_tmp(root: &Path, tmp: &Path) -> Result<(), String> {
     step(
         format!("mount the private temp dir at {}", tmp.display()),
@@ -157,7 +190,16 @@ fn private_tmp(root: &Path, tmp: &Path) -> Result<(), String> {
     )
 }
 
-/// Step 6a: a `/proc` that shows only the sandbox's own processes.
+/// Step 7: a bind of steps 4–6 would cover, or land inside, the `/proc` or `/dev` of step 3
+/// (a writable `/`, a hidden `/dev/sda`): take both away first (with their submounts), so the
+/// binds land where they would in a tree built with `/proc` and `/dev` last; they are mounted
+/// again after the binds.
+fn detach_proc_and_dev(root: &Path) -> Result<(), String> {
+    step("detach the early /proc", sys::umount2(&root.join("proc"), libc::MNT_DETACH))?;
+    step("detach the early /dev", sys::umount2(&root.join("dev"), libc::MNT_DETACH))
+}
+
+/// Step 3a: a `/proc` that shows only the sandbox's own processes.
 fn mount_proc(root: &Path) -> Result<(), String> {
     step(
         "mount a new /proc",
@@ -168,7 +210,7 @@ fn mount_proc(root: &Path) -> Result<(), String> {
 /// Device nodes a command may use, bound from the host.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
-/// Step 6b: a minimal `/dev`: the devices above, a private devpts and shm, the usual links.
+/// Step 3b: a minimal `/dev`: the devices above, a private devpts and shm, the usual links.
 fn mount_dev(root: &Path) -> Result<(), String> {
     let dev = root.join("dev");
     step("mount /dev", sys::mount(Some(Path::new("tmpfs")), &dev, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NOEXEC, Some("size=64k,mode=0755")))?;
@@ -199,7 +241,7 @@ fn mount_dev(root: &Path) -> Result<(), String> {
     )
 }
 
-/// Step 7: the new tree becomes `/`; the old root is detached, so nothing outside the tree
+/// Step 8: the new tree becomes `/`; the old root is detached, so nothing outside the tree
 /// is reachable by path (`/proc/1/root` included: pid 1 is the sandbox's init).
 fn pivot(root: &Path) -> Result<(), String> {
     step(format!("chdir {}", root.display()), std::env::set_current_dir(root))?;

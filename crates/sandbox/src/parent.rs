@@ -6,7 +6,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::child::{Event, FORWARDED, SETUP_FAILED};
+use crate::child::{Base, Event, Late, FORWARDED, SETUP_FAILED};
 use crate::mounts::Spec;
 use crate::{env, probe, sys, LayerStatus, Network, Outcome, Plan, Policy, SandboxError, SandboxReport};
 
@@ -276,7 +276,7 @@ impl Drop for Placeholders {
     }
 }
 
-pub(crate) fn run(policy: &Policy, argv: &[String]) -> Result<Outcome, SandboxError> {
+pub(crate) fn run(policy: &Policy, argv: &[String], pre: Option<Prestart>) -> Result<Outcome, SandboxError> {
     if argv.is_empty() {
         return Err(SandboxError::Policy("no command to run".into()));
     }
@@ -292,6 +292,8 @@ pub(crate) fn run(policy: &Policy, argv: &[String]) -> Result<Outcome, SandboxEr
     let mut r = resolve(policy)?;
     let (uid, gid) = sys::ids();
     let run_dir = run_base(uid)?;
+    // A prestarted sandbox is used only if it was started for this very run directory.
+    let pre = pre.filter(|p| p.run_dir == run_dir);
     let tmpdir = run_dir.join("tmp");
     // Placeholders, so that deny paths that do not exist cannot be created.
     let mut created = Placeholders(Vec::new());
@@ -350,7 +352,7 @@ pub(crate) fn run(policy: &Policy, argv: &[String]) -> Result<Outcome, SandboxEr
     if policy.private_tmp {
         report.writable.push(tmpdir.clone());
     }
-    let code = spawn_and_wait(&spec, &mut report)?;
+    let code = spawn_and_wait(&spec, &mut report, pre)?;
     drop(created);
     Ok(Outcome { code, report })
 }
@@ -374,7 +376,7 @@ fn start_helper(spec: &Spec, rep_w: std::os::fd::OwnedFd) -> Result<libc::pid_t,
     if !force_exec && single_threaded() {
         let pid = sys::fork().map_err(setup_err("fork the sandbox helper"))?;
         if pid == 0 {
-            crate::child::helper_in_fork(spec.clone(), std::fs::File::from(rep_w));
+            crate::child::helper_in_fork(Base::of(spec), Late::Known(spec.clone()), std::fs::File::from(rep_w));
         }
         return Ok(pid);
     }
@@ -399,13 +401,75 @@ fn start_helper(spec: &Spec, rep_w: std::os::fd::OwnedFd) -> Result<libc::pid_t,
     Ok(child.id() as libc::pid_t)
 }
 
-/// Start the helper, pass on signals, read its report, wait.
-fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport) -> Result<i32, SandboxError> {
-    let (rep_r, rep_w) = sys::pipe().map_err(setup_err("create the report pipe"))?;
+/// A sandbox helper started before the policy is known; see [`crate::Prestart`].
+#[derive(Debug)]
+pub struct Prestart {
+    pid: libc::pid_t,
+    run_dir: PathBuf,
+    spec_w: Option<std::os::fd::OwnedFd>,
+    rep_r: Option<std::os::fd::OwnedFd>,
+}
+
+impl Prestart {
+    /// Fork the helper now, if this process is single-threaded (the only case where a fork
+    /// may go on running Rust); `None` otherwise, or when anything fails — the run then
+    /// starts its helper as usual.
+    pub fn begin() -> Option<Prestart> {
+        if std::env::var_os("PINFOLD_SANDBOX_REEXEC").is_some_and(|v| v == "1") || !single_threaded() {
+            return None;
+        }
+        let (uid, gid) = sys::ids();
+        let run_dir = run_base(uid).ok()?;
+        let (spec_r, spec_w) = sys::pipe().ok()?;
+        let (rep_r, rep_w) = sys::pipe().ok()?;
+        let pid = sys::fork().ok()?;
+        if pid == 0 {
+            // Only the parent writes the spec: init must see the pipe end when it is sent.
+            drop(spec_w);
+            drop(rep_r);
+            let base = Base { run_dir, uid, gid };
+            crate::child::helper_in_fork(base, Late::Pipe(std::fs::File::from(spec_r)), std::fs::File::from(rep_w));
+        }
+        Some(Prestart { pid, run_dir, spec_w: Some(spec_w), rep_r: Some(rep_r) })
+    }
+
+    /// Send the spec; the helper's pid and its report pipe.
+    fn commit(mut self, spec: &Spec) -> (libc::pid_t, std::os::fd::OwnedFd) {
+        if let Some(w) = self.spec_w.take() {
+            let mut w = std::fs::File::from(w);
+            if let Ok(json) = serde_json::to_vec(spec) {
+                // A helper that died early closes the pipe: the error shows in its report.
+                let _ = w.write_all(&json);
+            }
+        }
+        let rep = self.rep_r.take().expect("a prestarted helper has its report pipe until committed");
+        let pid = std::mem::replace(&mut self.pid, 0);
+        (pid, rep)
+    }
+}
+
+impl Drop for Prestart {
+    /// Not used (the command was denied, say): the helper, and with it the sandbox, goes.
+    fn drop(&mut self) {
+        if self.pid > 0 {
+            let _ = sys::kill(self.pid, libc::SIGKILL);
+            let _ = sys::waitpid(self.pid, 0);
+        }
+    }
+}
+
+/// Start the helper (or use the prestarted one), pass on signals, read its report, wait.
+fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport, pre: Option<Prestart>) -> Result<i32, SandboxError> {
     // Take forwarded signals from a signalfd while the command runs (Ctrl-C reaches us, the
     // helper and the command alike; the command, in its own session, gets it from us).
     let sigfd = sys::signalfd_for(FORWARDED).map_err(setup_err("signalfd"))?;
-    let pid = match start_helper(spec, rep_w) {
+    let started = match pre {
+        Some(p) => Ok(p.commit(spec)),
+        None => sys::pipe()
+            .map_err(setup_err("create the report pipe"))
+            .and_then(|(rep_r, rep_w)| start_helper(spec, rep_w).map(|pid| (pid, rep_r))),
+    };
+    let (pid, rep_r) = match started {
         Ok(p) => p,
         Err(e) => {
             let _ = sys::unblock_signals(FORWARDED);

@@ -281,8 +281,24 @@ pub fn owned_from_inherited(fd: RawFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Close every descriptor from `from` up, except those in `keep`.
+/// Close every descriptor from `from` up, except those in `keep`: by `close_range` around
+/// the kept ones (one system call each, no /proc), else by listing /proc/self/fd.
 pub fn close_fds_from(from: RawFd, keep: &[RawFd]) {
+    let mut kept: Vec<RawFd> = keep.iter().copied().filter(|k| *k >= from).collect();
+    kept.sort_unstable();
+    kept.dedup();
+    let mut first = from;
+    let mut ranges_ok = true;
+    for k in kept.iter().copied().chain(std::iter::once(RawFd::MAX)) {
+        if k > first && close_range(first, k - 1).is_err() {
+            ranges_ok = false;
+            break;
+        }
+        first = k.saturating_add(1);
+    }
+    if ranges_ok {
+        return;
+    }
     let mut fds: Vec<RawFd> = Vec::new();
     if let Ok(rd) = std::fs::read_dir("/proc/self/fd") {
         for e in rd.flatten() {
@@ -338,4 +354,18 @@ pub fn unblock_signals(signals: &[libc::c_int]) -> io::Result<()> {
         }
         check(libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut())).map(drop)
     }
+}
+
+/// Move the calling process into the network namespace of the process behind `pidfd`
+/// (`setns(2)` with a pidfd, Linux 5.8).
+pub fn setns_net(pidfd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: no pointers; `pidfd` is an open pidfd.
+    check(unsafe { libc::setns(pidfd.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
+}
+
+/// `close_range(2)` (Linux 5.9): close every descriptor in `first..=last`.
+pub fn close_range(first: RawFd, last: RawFd) -> io::Result<()> {
+    // SAFETY: no pointers; the caller closes descriptors it will not use again (see
+    // `close_fds_from`).
+    check_long(unsafe { libc::syscall(libc::SYS_close_range, first as libc::c_uint, last as libc::c_uint, 0 as libc::c_uint) }).map(drop)
 }
