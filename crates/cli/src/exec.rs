@@ -45,7 +45,8 @@ pub struct ExecArgs {
     /// Run even when the kernel lacks a layer; the report lists the guarantees that are gone.
     #[arg(long)]
     allow_degraded: bool,
-    /// The command: one argument runs as `sh -c ARG`, several as an argv.
+    /// The command: one argument is shell text, run by `bash -c` (sh without bash); several
+    /// are an argv.
     #[arg(value_name = "COMMAND", trailing_var_arg = true, required = true)]
     command: Vec<String>,
 }
@@ -83,6 +84,9 @@ fn env_path(k: &str) -> Option<PathBuf> {
 }
 
 pub fn run(args: ExecArgs) -> Result<i32, Error> {
+    // Start the sandbox's namespaces and base mount tree now, so the kernel builds them while
+    // the policy is loaded and the command judged; dropped (killed) if nothing runs.
+    let pre = if args.dry_run { None } else { pinfold_sandbox::Prestart::begin() };
     let cwd = match &args.cwd {
         Some(d) => crate::absolute(d)?,
         None => std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?,
@@ -91,7 +95,9 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
     // One argument is shell text run by `sh -c`; several are an argv, judged as the shell
     // would read them quoted.
     let (text, mut argv) = if args.command.len() == 1 {
-        (args.command[0].clone(), vec!["/bin/sh".to_string(), "-c".to_string(), args.command[0].clone()])
+        // pinfold judged the text as bash reads it, so bash runs it (sh where there is none).
+        let shell = if Path::new("/bin/bash").exists() { "/bin/bash" } else { "/bin/sh" };
+        (args.command[0].clone(), vec![shell.to_string(), "-c".to_string(), args.command[0].clone()])
     } else {
         (pinfold_shell::join(&args.command), args.command.clone())
     };
@@ -102,7 +108,20 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
             argv = direct;
         }
     }
-    if judgement.decision != Action::Allow && !args.dry_run {
+    // --- hook tokens (crates/cli/src/hook/token.rs, docs/hooks.md) ---
+    // `pinfold hook` rewrites each sub-command as `PINFOLD_HOOK_ORIGIN=<token> pinfold exec
+    // --sandbox P -- 'TEXT'`. A valid token for exactly this text, preset and cwd, with no
+    // option that widens the sandbox, means a person approved it in the agent: an ASK runs, in
+    // that sandbox. Never a DENY; invalid tokens are ignored with a warning.
+    let hook_approved = crate::hook::token::exec_accepts(
+        &args.command,
+        args.sandbox.as_deref(),
+        &cwd,
+        judgement.decision,
+        args.config.is_none() && args.write.is_empty() && args.net.is_none() && args.keep_env.is_empty() && !args.allow_degraded,
+    );
+    // --- end hook tokens ---
+    if judgement.decision != Action::Allow && !hook_approved && !args.dry_run {
         let what = if judgement.decision == Action::Deny { "denied" } else { "needs a person's confirmation, and exec cannot ask" };
         eprintln!("pinfold: {what}: {}", judgement.reason);
         if let Some(c) = judgement.commands.iter().find(|c| c.decision == judgement.decision) {
@@ -119,7 +138,9 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
     // The preset: asked for, or the one the commands name (merged, strictest wins, when they
     // name several), or the default.
     let preset_names: Vec<String> = match &args.sandbox {
-        Some(s) => vec![s.clone()],
+        // `a+b`: the Strictest-Wins merge of presets a and b (preset names cannot hold `+`);
+        // `pinfold hook` writes these for inputs that must run as one.
+        Some(s) => s.split('+').map(str::to_string).collect(),
         None => {
             let mut names: Vec<String> = judgement.commands.iter().filter_map(|c| c.sandbox.clone()).collect();
             names.sort();
@@ -183,6 +204,11 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
     sp.read_deny = paths(&preset.read_deny);
     sp.read_deny.extend(args.deny_read.iter().map(|p| cwd.join(p)));
     sp.read_deny.extend(engine_sockets());
+    // The hook's key: a command that could read it could approve its own asks.
+    if let Some(key_dir) = crate::hook::token::key_path().and_then(|k| k.parent().map(Path::to_path_buf)) {
+        sp.read_deny.push(key_dir.clone());
+        sp.write_deny.push(key_dir);
+    }
     sp.network = match args.net.as_deref() {
         Some("on") => Network::On,
         Some(_) => Network::Off,
@@ -207,7 +233,7 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON values serialise"));
         return Ok(exit::OK);
     }
-    let result = sp.run(&argv);
+    let result = sp.run_prestarted(&argv, pre);
     for p in guard.after() {
         eprintln!("pinfold: restored {}, which the command deleted", p.display());
     }

@@ -5,6 +5,7 @@ mod check;
 mod exec;
 mod exit;
 mod git_guard;
+mod hook;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -62,6 +63,12 @@ enum Command {
     /// Inspect the configuration format.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Answer an agent's pre-tool hook: allow, ask or deny, sandboxing what needs it.
+    ///
+    /// Shell commands come back rewritten so that each part that needs a sandbox runs in
+    /// `pinfold exec` (see docs/hooks.md).
+    #[command(after_help = "Exit status: 0 decided (the answer is on stdout), 2 the input or the policy could not be read: the agent blocks the call.")]
+    Hook(hook::HookArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -137,6 +144,7 @@ fn run(cli: Cli) -> Result<i32, anyhow_lite::Error> {
         Command::Check(args) => check::run(args),
         Command::Exec(args) => exec::run(args),
         Command::Doctor(args) => exec::doctor(args),
+        Command::Hook(args) => hook::run(args),
         Command::Validate(args) => {
             let file = args.file.or(args.config);
             let policy = load_policy(file.as_deref(), args.cwd.as_deref(), false)?;

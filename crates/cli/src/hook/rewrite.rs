@@ -1,0 +1,230 @@
+//! Rewrite a judged command so that every part that needs a sandbox runs in one.
+//!
+//! Each simple command that is allowed or asked *and* whose verdict names a sandbox preset is
+//! replaced, by its byte span, with
+//!
+//! ```text
+//! PINFOLD_HOOK_ORIGIN=<token> '/abs/path/pinfold' exec --sandbox <preset> -- '<its text>'
+//! ```
+//!
+//! The span holds the command's `KEY=VALUE` prefix and its own redirects, so those move into
+//! the sandbox too (a `< secret.txt` is then opened inside it, where read-deny applies). Only
+//! the operators joining the commands stay in the agent's shell.
+//!
+//! That is only sound when each such command can run as a process of its own. When one
+//! cannot, the **whole input** runs as one in a single sandbox — the Strictest-Wins merge of
+//! every preset its commands name (see `pinfold_policy::merge`) — whenever a command that
+//! needs a sandbox:
+//!
+//! * (a) has no span of its own: the input did not parse;
+//! * (b) sits inside another command's text: `$(…)`, backticks, `<(…)`, `>(…)`, `$((…))`,
+//!   a heredoc, a `bash -c` string, a wrapper such as `sudo`/`xargs` (a plain `( … )`
+//!   subshell or `{ …; }` group does not count);
+//! * (c) changes the shell's state, or the input holds such a command anywhere (`cd build &&
+//!   make` must run make in build): `cd`, `export`, `source`, `.`, `eval`, `exec`, `set`,
+//!   `shift`, `unset`, `readonly`, `local`, `declare`, `typeset`, `alias`, `unalias`, `trap`,
+//!   `read`, `umask`, `ulimit`, `shopt`, `pushd`, `popd`, and also bare assignments (`X=1`),
+//!   `(( … ))`, `let`, `mapfile`, `readarray`, `printf -v`, `getopts`, `hash`, `exit`,
+//!   `return`, `break`, `continue`, `wait`, `jobs`, `fg`, `bg`, `disown`, `command`, `builtin`;
+//! * (d) calls a function defined in the same input;
+//! * (e) expands anything at run time (`$…`, backticks): the agent shell's unexported
+//!   variables, loop variables and positional parameters do not reach another process;
+//! * (f) reads a heredoc, or inherits a file redirect from an enclosing `{ …; } > f` / loop
+//!   (the outer shell would open that file outside the sandbox; `2>&1` does not count);
+//! * (g) is a `[ … ]`/`[[ … ]]` test (shell syntax, not a program).
+//!
+//! When the merged sandbox can write nothing although a merged preset could, an allow becomes
+//! ask: the commands would fail in a way the agent did not expect.
+
+use std::path::Path;
+
+use pinfold_policy::config::{Action, Config};
+use pinfold_policy::Judgement;
+use pinfold_shell::{CommandKind, Context, SimpleCommand};
+
+/// Builtins that change the state of the shell running them: moved into a process of their
+/// own, their effect would be lost.
+pub const STATE_BUILTINS: &[&str] = &[
+    "cd", "export", "source", ".", "eval", "exec", "set", "shift", "unset", "readonly", "local", "declare", "typeset",
+    "alias", "unalias", "trap", "read", "umask", "ulimit", "shopt", "pushd", "popd",
+    // Beyond the issue's list: control flow, job control and other builtins that assign.
+    "let", "mapfile", "readarray", "getopts", "hash", "exit", "return", "break", "continue", "wait", "jobs", "fg",
+    "bg", "disown", "command", "builtin", "enable", "logout", "suspend", "dirs",
+];
+
+/// What the hook does with the command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The decision after the rewrite's own checks.
+    pub decision: Action,
+    /// For a person: the verdict's reason, plus what was sandboxed.
+    pub reason: String,
+    /// The command to run (the original when nothing needs a sandbox); `None` on deny.
+    pub command: Option<String>,
+}
+
+/// One sandboxed piece: its span in the input and its preset.
+struct Piece {
+    span: std::ops::Range<usize>,
+    preset: String,
+}
+
+/// Rewrite `source`, judged as `j`. `exe` is the pinfold binary to call; `mint(text, preset)`
+/// gives the token for one piece.
+pub fn plan(config: &Config, j: &Judgement, source: &str, exe: &Path, mint: &dyn Fn(&str, &str) -> String) -> Plan {
+    if j.decision == Action::Deny {
+        return Plan { decision: Action::Deny, reason: j.reason.clone(), command: None };
+    }
+    let default = config.defaults.sandbox.clone();
+    let Some(tree) = &j.tree else {
+        // (a) Unparseable: never allowed; if a person approves, it runs in the default sandbox.
+        let decision = j.decision.max(Action::Ask);
+        return match default {
+            Some(d) => Plan {
+                decision,
+                reason: format!("{}; if approved, it runs as one in sandbox `{d}`", j.reason),
+                command: Some(wrap(exe, source, &d, mint)),
+            },
+            None => Plan { decision, reason: j.reason.clone(), command: Some(source.to_string()) },
+        };
+    };
+    let needs: Vec<bool> = j.commands.iter().map(|v| v.decision != Action::Deny && v.sandbox.is_some()).collect();
+    if !needs.iter().any(|&n| n) {
+        return Plan { decision: j.decision, reason: j.reason.clone(), command: Some(source.to_string()) };
+    }
+    let cmds = &tree.commands;
+    let mut fallback: Option<String> = None;
+    // (c) anywhere in the input.
+    if let Some(c) = cmds.iter().find(|c| state_changing(c)) {
+        fallback = Some(format!("`{}` changes the shell's state", snippet(source, c)));
+    }
+    for (i, c) in cmds.iter().enumerate() {
+        if fallback.is_some() {
+            break;
+        }
+        if !needs[i] {
+            continue;
+        }
+        let text = snippet(source, c);
+        let nested = c.parent.is_some()
+            || c.context.iter().any(nested_context)
+            || cmds.iter().enumerate().any(|(k, d)| k != i && d.span.start <= c.span.start && c.span.end <= d.span.end);
+        fallback = if nested {
+            Some(format!("`{text}` runs inside another command"))
+        } else if c.kind == CommandKind::FunctionCall {
+            Some(format!("`{text}` calls a function defined in this input"))
+        } else if c.kind == CommandKind::Test {
+            Some(format!("`{text}` is a shell test, not a program"))
+        } else if text.contains(['$', '`']) {
+            Some(format!("`{text}` expands values known only to the shell running it"))
+        } else if c.redirects.iter().any(|r| {
+            // An inherited redirect whose text lies in some command's own span travels with
+            // that command (the parser also attaches `a | b > f`'s `> f` to the pipeline).
+            let stray = r.inherited
+                && (r.writes_file() || r.op == "<")
+                && !cmds.iter().any(|d| d.span.start <= r.span.start && r.span.end <= d.span.end);
+            stray || r.op == "<<" || r.op == "<<-"
+        }) {
+            Some(format!("`{text}` reads a heredoc or a redirect of an enclosing command"))
+        } else if source.get(c.span.clone()).is_none() || c.span.is_empty() {
+            Some("a command has no text of its own".into())
+        } else {
+            None
+        };
+    }
+
+    if let Some(why) = fallback {
+        // Every preset the input's commands name; a command without one contributes the default.
+        let mut names: Vec<String> = j
+            .commands
+            .iter()
+            .filter(|v| v.decision != Action::Deny)
+            .filter_map(|v| v.sandbox.clone().or_else(|| default.clone()))
+            .collect();
+        names.sort();
+        names.dedup();
+        let presets: Vec<_> = names.iter().filter_map(|n| config.sandboxes.get(n)).collect();
+        let Some(merged) = pinfold_policy::merge_presets(&presets) else {
+            return Plan { decision: j.decision.max(Action::Ask), reason: format!("{}; no sandbox preset to run it in", j.reason), command: Some(source.to_string()) };
+        };
+        let name = names.join("+");
+        let mut decision = j.decision;
+        let mut reason = format!("{}; runs as one in sandbox `{name}` because {why}", j.reason);
+        if merged.write_allow.is_empty()
+            && let Some(p) = presets.iter().find(|p| !p.write_allow.is_empty())
+        {
+            if decision == Action::Allow {
+                decision = Action::Ask;
+            }
+            reason = format!(
+                "runs as one in sandbox `{name}` (strictest wins) because {why}, which leaves nothing writable although `{}` may write; {}",
+                p.name, j.reason
+            );
+        }
+        return Plan { decision, reason, command: Some(wrap(exe, source, &name, mint)) };
+    }
+
+    let mut pieces: Vec<Piece> = cmds
+        .iter()
+        .zip(&j.commands)
+        .zip(&needs)
+        .filter(|(_, n)| **n)
+        .map(|((c, v), _)| Piece { span: c.span.clone(), preset: v.sandbox.clone().unwrap_or_default() })
+        .collect();
+    pieces.sort_by_key(|p| p.span.start);
+    let mut out = String::with_capacity(source.len() + pieces.len() * 200);
+    let mut at = 0;
+    let mut shown = Vec::new();
+    for p in &pieces {
+        let text = &source[p.span.clone()];
+        out.push_str(&source[at..p.span.start]);
+        out.push_str(&wrap(exe, text, &p.preset, mint));
+        at = p.span.end;
+        shown.push(format!("`{text}` ({})", p.preset));
+    }
+    out.push_str(&source[at..]);
+    Plan { decision: j.decision, reason: format!("{}; sandboxed: {}", j.reason, shown.join(", ")), command: Some(out) }
+}
+
+/// `PINFOLD_HOOK_ORIGIN=<token> '<exe>' exec --sandbox <preset> -- '<text>'`.
+fn wrap(exe: &Path, text: &str, preset: &str, mint: &dyn Fn(&str, &str) -> String) -> String {
+    format!(
+        "{}={} {} exec --sandbox {} -- {}",
+        super::token::ENV,
+        mint(text, preset),
+        pinfold_shell::quote(&exe.to_string_lossy()),
+        pinfold_shell::quote(preset),
+        pinfold_shell::quote(text)
+    )
+}
+
+fn snippet<'a>(source: &'a str, c: &SimpleCommand) -> &'a str {
+    source.get(c.span.clone()).unwrap_or("")
+}
+
+fn nested_context(x: &Context) -> bool {
+    matches!(
+        x,
+        Context::CommandSubstitution
+            | Context::Backticks
+            | Context::ProcessSubstitutionIn
+            | Context::ProcessSubstitutionOut
+            | Context::Arithmetic
+            | Context::Heredoc
+            | Context::ShellString(_)
+            | Context::Wrapper(_)
+    )
+}
+
+/// (c): a command whose effect is on the shell running it.
+fn state_changing(c: &SimpleCommand) -> bool {
+    match c.kind {
+        CommandKind::Assignment => !c.assignments.is_empty(),
+        CommandKind::Declaration | CommandKind::Arithmetic => true,
+        CommandKind::Simple | CommandKind::FunctionCall | CommandKind::Test => {
+            let Some(name) = c.words.first() else { return false };
+            STATE_BUILTINS.contains(&name.text.as_str())
+                || (name.text == "printf" && c.words.get(1).is_some_and(|w| w.text.starts_with("-v")))
+        }
+    }
+}
