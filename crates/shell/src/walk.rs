@@ -190,7 +190,7 @@ fn check_complete(
             return Err(Unparseable::Timeout { millis: limits.timeout.as_millis() as u64 });
         }
         let node = cursor.node();
-        let opens = opens_level(node.kind());
+        let opens = opens_level(crate::kind(&node));
         path.push(opens);
         levels += usize::from(opens);
         if path.len() > max_nodes || levels > limits.max_depth {
@@ -198,7 +198,7 @@ fn check_complete(
         }
         if first_error.is_none() && (node.is_error() || node.is_missing()) {
             let what = if node.is_missing() {
-                format!("missing `{}`", node.kind())
+                format!("missing `{}`", crate::kind(&node))
             } else {
                 let t = text.get(node.byte_range()).unwrap_or("");
                 let t: String = t.chars().take(30).collect();
@@ -207,13 +207,13 @@ fn check_complete(
             first_error = Some((node.start_byte(), what));
         }
         let leaf = node.child_count() == 0;
-        if leaf || matches!(node.kind(), "heredoc_body" | "comment") {
+        if leaf || matches!(crate::kind(&node), "heredoc_body" | "comment") {
             if node.start_byte() > covered_to {
                 gap_is_blank(text, covered_to, node.start_byte())?;
             }
             covered_to = covered_to.max(node.end_byte());
         }
-        if !matches!(node.kind(), "heredoc_body" | "comment") && cursor.goto_first_child() {
+        if !matches!(crate::kind(&node), "heredoc_body" | "comment") && cursor.goto_first_child() {
             continue;
         }
         loop {
@@ -375,7 +375,7 @@ impl<'a> Walker<'a> {
             self.depth -= 1;
             return;
         }
-        match n.kind() {
+        match crate::kind(&n) {
             "program" | "do_group" => self.statements(n),
             "list" => self.with_ctx(Context::AndOr, |w| w.children(n)),
             "pipeline" => self.with_ctx(Context::Pipeline, |w| w.children(n)),
@@ -459,7 +459,7 @@ impl<'a> Walker<'a> {
     fn heredoc_gaps(&mut self, body: Node<'_>) {
         let quoted = body.parent().is_some_and(|r| {
             let mut c = r.walk();
-            let start = r.children(&mut c).find(|k| k.kind() == "heredoc_start");
+            let start = r.children(&mut c).find(|k| crate::kind(&k) == "heredoc_start");
             start.is_some_and(|k| self.text(k).contains(['\'', '"', '\\']))
         });
         if quoted {
@@ -492,7 +492,7 @@ impl<'a> Walker<'a> {
             if !k.is_named() {
                 continue;
             }
-            let bg = kids.get(i + 1).is_some_and(|s| s.kind() == "&");
+            let bg = kids.get(i + 1).is_some_and(|s| crate::kind(&s) == "&");
             if bg {
                 self.with_ctx(Context::Background, |w| w.visit(*k));
             } else {
@@ -512,7 +512,7 @@ impl<'a> Walker<'a> {
         }
         let mut stack = vec![n];
         while let Some(x) = stack.pop() {
-            match x.kind() {
+            match crate::kind(&x) {
                 "binary_expression" | "postfix_expression" | "unary_expression" => {
                     if let Some(name) = arith_assigned(x, self.src) {
                         self.vars.map.insert(name.to_string(), Var::Unknown);
@@ -584,7 +584,7 @@ impl<'a> Walker<'a> {
         let redirect_nodes: Vec<Node<'_>> = n.children_by_field_name("redirect", &mut c).collect();
         let body = n.child_by_field_name("body");
         match body {
-            Some(b) if b.kind() == "command" => {
+            Some(b) if crate::kind(&b) == "command" => {
                 // With `cat <<EOF && rm x`, the redirected statement runs to the end of the
                 // heredoc and holds `rm x`: end the span before the folded-in operator.
                 let mut span = n.byte_range();
@@ -592,7 +592,7 @@ impl<'a> Walker<'a> {
                     if heredoc_pipeline(*r).is_some() {
                         let mut c = r.walk();
                         let op = r.children(&mut c).find(|k| {
-                            k.kind() == "pipeline" || !k.is_named() && connector_context(k.kind()).is_some()
+                            crate::kind(&k) == "pipeline" || !k.is_named() && connector_context(crate::kind(&k)).is_some()
                         });
                         if let Some(op) = op {
                             let end = self.src[..op.start_byte()].trim_end().len();
@@ -663,15 +663,15 @@ impl<'a> Walker<'a> {
         let mut connector: Option<Context> = None;
         for k in kids {
             if !k.is_named() {
-                if r.kind() == "heredoc_redirect" {
-                    connector = connector.or_else(|| connector_context(k.kind()));
+                if crate::kind(&r) == "heredoc_redirect" {
+                    connector = connector.or_else(|| connector_context(crate::kind(&k)));
                 }
                 continue;
             }
-            match k.kind() {
+            match crate::kind(&k) {
                 "heredoc_start" | "heredoc_end" | "file_descriptor" => {}
                 "heredoc_body" => self.visit(k),
-                _ if r.kind() == "heredoc_redirect" && (connector.is_some() || k.kind() == "pipeline") => {
+                _ if crate::kind(&r) == "heredoc_redirect" && (connector.is_some() || crate::kind(&k) == "pipeline") => {
                     // The grammar folds the rest of the list or pipeline into the heredoc
                     // redirect: those commands are siblings of this one, not inside it.
                     let saved = self.parent;
@@ -679,7 +679,7 @@ impl<'a> Walker<'a> {
                         self.parent = self.out.get(p).and_then(|c| c.parent);
                     }
                     let ctx = connector.clone().unwrap_or(Context::Pipeline);
-                    if k.kind() == "pipeline" {
+                    if crate::kind(&k) == "pipeline" {
                         self.with_ctx(ctx, |w| w.children(k));
                     } else {
                         self.with_ctx(ctx, |w| w.visit(k));
@@ -697,13 +697,13 @@ impl<'a> Walker<'a> {
         let mut out = Vec::new();
         for r in nodes {
             out.extend(self.redirect(*r, inherited));
-            if r.kind() == "heredoc_redirect" {
+            if crate::kind(&r) == "heredoc_redirect" {
                 let mut c = r.walk();
                 for k in r.children(&mut c) {
-                    if !k.is_named() && connector_context(k.kind()).is_some() {
+                    if !k.is_named() && connector_context(crate::kind(&k)).is_some() {
                         break;
                     }
-                    if k.kind().ends_with("_redirect") {
+                    if crate::kind(&k).ends_with("_redirect") {
                         out.extend(self.redirect(k, inherited));
                     }
                 }
@@ -718,7 +718,7 @@ impl<'a> Walker<'a> {
         let mut target = None;
         let mut c = r.walk();
         for k in r.children(&mut c) {
-            match k.kind() {
+            match crate::kind(&k) {
                 "file_descriptor" => fd = self.text(k).parse().ok(),
                 "heredoc_start" => {
                     // The delimiter, quotes removed; quoting only says the body is literal.
@@ -729,16 +729,16 @@ impl<'a> Walker<'a> {
                 _ if !k.is_named() => {
                     if op.is_empty()
                         && matches!(
-                            k.kind(),
+                            crate::kind(&k),
                             "<" | ">" | ">>" | "&>" | "&>>" | "<&" | ">&" | ">|" | "<<" | "<<-"
                                 | "<<<" | "<&-" | ">&-" | "<>"
                         )
                     {
-                        op = k.kind().to_string();
+                        op = crate::kind(&k).to_string();
                     }
                 }
                 _ => {
-                    if target.is_none() && r.kind() != "heredoc_redirect" {
+                    if target.is_none() && crate::kind(&r) != "heredoc_redirect" {
                         target =
                             Some(word::single(k, self.src, &self.vars, self.span(k.byte_range())));
                     }
@@ -769,7 +769,7 @@ impl<'a> Walker<'a> {
             }
         }
         for (field, k) in &kids {
-            match (*field, k.kind()) {
+            match (*field, crate::kind(&k)) {
                 (_, "variable_assignment") => {
                     if let Some(a) = self.assignment(*k) {
                         assignments.push(a);
@@ -777,7 +777,7 @@ impl<'a> Walker<'a> {
                 }
                 (Some("redirect"), _) => redirect_nodes.push(*k),
                 (Some("name"), _) | (Some("argument"), _) => {
-                    let target = if k.kind() == "command_name" {
+                    let target = if crate::kind(&k) == "command_name" {
                         k.named_child(0).unwrap_or(*k)
                     } else {
                         *k
@@ -868,7 +868,7 @@ impl<'a> Walker<'a> {
         // Substitutions inside this command's words, assignments and redirects.
         let saved = self.parent.replace(idx);
         for (field, k) in kids {
-            match (field, k.kind()) {
+            match (field, crate::kind(&k)) {
                 (_, "variable_assignment") => self.assignment_inner(k),
                 (Some("redirect"), _) => self.redirect_inner(k),
                 (Some("name"), _) | (Some("argument"), _) => self.visit(k),
@@ -1084,10 +1084,10 @@ impl<'a> Walker<'a> {
         let name = assigned_name(self.text(name_node)).to_string();
         let append = {
             let mut c = n.walk();
-            n.children(&mut c).any(|k| k.kind() == "+=")
+            n.children(&mut c).any(|k| crate::kind(&k) == "+=")
         };
         let value = match n.child_by_field_name("value") {
-            Some(v) if v.kind() == "array" => {
+            Some(v) if crate::kind(&v) == "array" => {
                 let mut parts = Vec::new();
                 let mut dynamic = false;
                 let mut c = v.walk();
@@ -1121,7 +1121,7 @@ impl<'a> Walker<'a> {
     }
 
     fn bare_assignment(&mut self, n: Node<'_>) {
-        let nodes: Vec<Node<'_>> = if n.kind() == "variable_assignments" {
+        let nodes: Vec<Node<'_>> = if crate::kind(&n) == "variable_assignments" {
             let mut c = n.walk();
             n.named_children(&mut c).collect()
         } else {
@@ -1162,7 +1162,7 @@ impl<'a> Walker<'a> {
         let mut c = n.walk();
         let kids: Vec<Node<'_>> = n.children(&mut c).collect();
         for k in &kids {
-            match k.kind() {
+            match crate::kind(&k) {
                 "variable_assignment" => {
                     if let Some(a) = self.assignment(*k) {
                         let mut w = a.value.clone();
@@ -1213,7 +1213,7 @@ impl<'a> Walker<'a> {
         });
         let saved = self.parent.replace(idx);
         for k in kids {
-            if k.kind() == "variable_assignment" {
+            if crate::kind(&k) == "variable_assignment" {
                 self.assignment_inner(k);
             } else if k.is_named() {
                 self.visit(k);
@@ -1275,16 +1275,16 @@ impl<'a> Walker<'a> {
 /// The context of the pipeline or list tree-sitter folds into a heredoc redirect
 /// (`cat <<EOF | sh`, `cat <<EOF && rm x`), if any.
 fn heredoc_pipeline(r: Node<'_>) -> Option<Context> {
-    if r.kind() != "heredoc_redirect" {
+    if crate::kind(&r) != "heredoc_redirect" {
         return None;
     }
     let mut c = r.walk();
     let kids: Vec<Node<'_>> = r.children(&mut c).collect();
     kids.iter().find_map(|k| {
-        if k.kind() == "pipeline" {
+        if crate::kind(&k) == "pipeline" {
             Some(Context::Pipeline)
         } else if !k.is_named() {
-            connector_context(k.kind())
+            connector_context(crate::kind(&k))
         } else {
             None
         }
@@ -1337,14 +1337,14 @@ fn arith_assigned<'s>(x: Node<'_>, src: &'s str) -> Option<&'s str> {
     let assigns = kids.iter().any(|k| {
         !k.is_named()
             && matches!(
-                k.kind(),
+                crate::kind(&k),
                 "=" | "+=" | "-=" | "*=" | "/=" | "%=" | "**=" | "<<=" | ">>=" | "&=" | "^=" | "|=" | "++" | "--"
             )
     });
     if !assigns {
         return None;
     }
-    let v = kids.iter().find(|k| k.kind() == "variable_name")?;
+    let v = kids.iter().find(|k| crate::kind(&k) == "variable_name")?;
     src.get(v.byte_range())
 }
 

@@ -165,7 +165,7 @@ impl<'a> Acc<'a> {
     fn node(&mut self, node: Node<'_>, quoted: bool) {
         let text = &self.src[node.byte_range()];
         let at_start = self.fields.is_empty() || (self.fields.len() == 1 && self.fields[0].is_empty());
-        match node.kind() {
+        match crate::kind(&node) {
             "word" | "number" if !quoted => self.unquoted_text(text, at_start),
             "word" | "number" | "string_content" | "heredoc_content" | "variable_name" => self.literal(text),
             "extglob_pattern" => {
@@ -208,7 +208,7 @@ impl<'a> Acc<'a> {
         let mut pos = content_start;
         let mut c = node.walk();
         for child in node.named_children(&mut c) {
-            match child.kind() {
+            match crate::kind(&child) {
                 "string_content" => continue,
                 _ => {
                     if child.start_byte() > pos {
@@ -421,7 +421,7 @@ pub(crate) fn single(node: Node<'_>, src: &str, vars: &Vars, span: std::ops::Ran
 
 impl Acc<'_> {
     fn node_unsplit(&mut self, node: Node<'_>) {
-        match node.kind() {
+        match crate::kind(&node) {
             "concatenation" => {
                 let mut c = node.walk();
                 for child in node.children(&mut c) {
