@@ -579,6 +579,44 @@ impl<'a> Walker<'a> {
         }
     }
 
+    /// `a && b > f`, `a | b > f`: tree-sitter hangs the redirect on the whole list or
+    /// pipeline, bash on its last command only. Walk `b` with the redirects on its rightmost
+    /// part (a command gets them as its own, its span running to `end`; a compound command
+    /// inherits them). Returns whether a command took the redirects (and walked them).
+    fn tail_redirected(&mut self, b: Node<'_>, redirects: &[Node<'_>], end: usize) -> bool {
+        match crate::kind(&b) {
+            k @ ("pipeline" | "list") => {
+                let ctx = if k == "pipeline" { Context::Pipeline } else { Context::AndOr };
+                let mut c = b.walk();
+                let kids: Vec<Node<'_>> = b.named_children(&mut c).filter(|x| crate::kind(x) != "comment").collect();
+                self.ctx.push(ctx);
+                let consumed = match kids.split_last() {
+                    Some((last, rest)) => {
+                        for k in rest {
+                            self.visit(*k);
+                        }
+                        self.tail_redirected(*last, redirects, end)
+                    }
+                    None => false,
+                };
+                self.ctx.pop();
+                consumed
+            }
+            "command" => {
+                self.command(b, redirects.to_vec(), b.start_byte()..end);
+                true
+            }
+            _ => {
+                let rs: Vec<Redirect> = self.redirect_list(redirects.iter(), true);
+                let before = self.inherited.len();
+                self.inherited.extend(rs);
+                self.visit(b);
+                self.inherited.truncate(before);
+                false
+            }
+        }
+    }
+
     fn redirected(&mut self, n: Node<'_>) {
         let mut c = n.walk();
         let redirect_nodes: Vec<Node<'_>> = n.children_by_field_name("redirect", &mut c).collect();
@@ -601,6 +639,13 @@ impl<'a> Walker<'a> {
                     }
                 }
                 self.command(b, redirect_nodes, span)
+            }
+            Some(b) if matches!(crate::kind(&b), "pipeline" | "list") => {
+                if !self.tail_redirected(b, &redirect_nodes, n.end_byte()) {
+                    for r in redirect_nodes {
+                        self.redirect_inner(r);
+                    }
+                }
             }
             Some(b) => {
                 let rs: Vec<Redirect> = self.redirect_list(redirect_nodes.iter(), true);

@@ -1003,3 +1003,30 @@ fn quote_and_join_round_trip() {
     assert_eq!(t.commands[0].argv(), argv);
     assert!(t.commands[0].words.iter().all(|w| !w.dynamic && !w.glob));
 }
+
+/// tree-sitter hangs a trailing redirect on the whole `&&`/`||` list or pipeline; bash binds
+/// it to the last command only (`a && b > f` writes b's output). The command's span includes
+/// it, and the earlier commands get no redirect.
+#[test]
+fn trailing_redirect_binds_to_the_last_command() {
+    for (input, last_text, last_redirect) in [
+        ("a | wc -c > f", "wc -c > f", "f"),
+        ("a && b > f", "b > f", "f"),
+        ("a || b && c 2> e", "c 2> e", "e"),
+        ("x | y | z >> log", "z >> log", "log"),
+    ] {
+        let tree = pinfold_shell::parse(input).unwrap();
+        let (last, earlier) = tree.commands.split_last().unwrap();
+        assert_eq!(&input[last.span.clone()], last_text, "{input}");
+        assert_eq!(last.redirects.len(), 1, "{input}");
+        assert_eq!(last.redirects[0].target.as_ref().unwrap().text, last_redirect, "{input}");
+        assert!(!last.redirects[0].inherited, "{input}");
+        for c in earlier {
+            assert!(c.redirects.is_empty(), "{input}: `{}` got a redirect", &input[c.span.clone()]);
+        }
+    }
+    // A compound command at the end inherits it, as bash does.
+    let tree = pinfold_shell::parse("a && { b; c; } > f").unwrap();
+    assert!(tree.commands[0].redirects.is_empty());
+    assert!(tree.commands[1..].iter().all(|c| c.redirects.len() == 1 && c.redirects[0].inherited));
+}
