@@ -21,22 +21,8 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
     }
     let project = find_project(&opts.cwd)?;
     let mut loader = Loader::new(opts, project.as_deref());
-
-    let config_home = opts
-        .xdg_config_home
-        .clone()
-        .or_else(|| opts.home.as_ref().map(|h| h.join(".config")));
-    if let Some(dir) = config_home
-        && let Some(global) = find_one(&dir.join("pinfold"), "config")?
-    {
-        loader.load_path(&global, None)?;
-    }
-    if let Some(project) = &project {
-        loader.load_path(project, None)?;
-        if let Some(local) = find_one(project.parent().unwrap_or(Path::new("/")), "pinfold.local")?
-        {
-            loader.load_path(&local, None)?;
-        }
+    for file in layers(opts, project.as_deref())? {
+        loader.load_path(&file, None)?;
     }
     if loader.merged.sources.is_empty() {
         loader.load_embedded("default", None)?;
@@ -82,6 +68,12 @@ pub fn layer_files(opts: &LoadOptions) -> Result<(Vec<PathBuf>, PathBuf), Config
     if let Some(explicit) = &opts.explicit {
         return Ok((vec![opts.cwd.join(explicit)], root));
     }
+    let files = layers(opts, project.as_deref())?;
+    Ok((files, root))
+}
+
+/// The layer files in order: the global file, the project file, the local file beside it.
+fn layers(opts: &LoadOptions, project: Option<&Path>) -> Result<Vec<PathBuf>, ConfigError> {
     let mut files = Vec::new();
     let config_home = opts
         .xdg_config_home
@@ -92,13 +84,13 @@ pub fn layer_files(opts: &LoadOptions) -> Result<(Vec<PathBuf>, PathBuf), Config
     {
         files.push(global);
     }
-    if let Some(project) = &project {
-        files.push(project.clone());
+    if let Some(project) = project {
+        files.push(project.to_path_buf());
         if let Some(local) = find_one(project.parent().unwrap_or(Path::new("/")), "pinfold.local")? {
             files.push(local);
         }
     }
-    Ok((files, root))
+    Ok(files)
 }
 
 /// The single `STEM.{toml,yaml,yml,json}` in `dir`, if any; two of them is an error.
