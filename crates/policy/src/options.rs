@@ -157,9 +157,8 @@ pub fn table(name: &str) -> Option<&'static Table> {
 
 /// The subcommand table for `cmd sub`, if any.
 pub fn sub_table(cmd: &str, sub: &str) -> Option<&'static Table> {
-    // A stack buffer would avoid the allocation, but this runs once per judged command.
-    let key = format!("{cmd} {sub}");
-    TABLES.iter().find(|t| t.name == key)
+    // Compared in two halves: no string is built (this runs once per reading).
+    TABLES.iter().find(|t| t.name.split_once(' ') == Some((cmd, sub)))
 }
 
 /// What is known of one option in a command's context.
