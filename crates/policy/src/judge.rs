@@ -300,19 +300,23 @@ impl Policy {
         // have taken the words before it), so every static argument's subcommand bucket is
         // looked at; a dynamic argument could be anything, so then all of them are.
         let any_dynamic = c.words[1..].iter().any(|w| w.dynamic && w.home_suffix.is_none());
+        let mut key = String::new();
         for n in if base == name { vec![base] } else { vec![base, name] } {
             if let Some(v) = self.by_name.get(n) {
                 idx.extend(v);
             }
-            if any_dynamic {
-                if let Some(v) = self.by_name.get(&format!("{n}\0*")) {
-                    idx.extend(v);
-                }
+            let subs: Box<dyn Iterator<Item = &str>> = if any_dynamic {
+                Box::new(std::iter::once("*"))
             } else {
-                for w in &c.words[1..] {
-                    if let Some(v) = self.by_name.get(&format!("{n}\0{}", w.text)) {
-                        idx.extend(v);
-                    }
+                Box::new(c.words[1..].iter().map(|w| w.text.as_str()))
+            };
+            for sub in subs {
+                key.clear();
+                key.push_str(n);
+                key.push('\0');
+                key.push_str(sub);
+                if let Some(v) = self.by_name.get(&key) {
+                    idx.extend(v);
                 }
             }
         }
