@@ -69,6 +69,16 @@ enum Command {
     /// `pinfold exec` (see docs/hooks.md).
     #[command(after_help = "Exit status: 0 decided (the answer is on stdout), 2 the input or the policy could not be read: the agent blocks the call.")]
     Hook(hook::HookArgs),
+    /// Install `pinfold hook <agent>` into an agent's settings file.
+    ///
+    /// Keeps everything else in the file; running it twice changes nothing; a file that is not
+    /// valid JSON is refused, not overwritten. Without --agent, installs for every agent whose
+    /// settings directory exists in the scope.
+    #[command(after_help = "Exit status: 0 installed (or already installed), 2 usage error or a settings file that cannot be read or written.")]
+    Init(hook::init::InitArgs),
+    /// Turn another tool's permission rules into pinfold rules (printed as TOML).
+    #[command(after_help = "Exit status: 0 printed, 2 usage error or a settings file that cannot be read.")]
+    Import(hook::import::ImportArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -145,6 +155,8 @@ fn run(cli: Cli) -> Result<i32, anyhow_lite::Error> {
         Command::Exec(args) => exec::run(args),
         Command::Doctor(args) => exec::doctor(args),
         Command::Hook(args) => hook::run(args),
+        Command::Init(args) => hook::init::run(args),
+        Command::Import(args) => hook::import::run(args),
         Command::Validate(args) => {
             let file = args.file.or(args.config);
             let policy = load_policy(file.as_deref(), args.cwd.as_deref(), false)?;

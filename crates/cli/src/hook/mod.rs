@@ -6,10 +6,22 @@
 //! run an asked sub-command once a person approved it. See docs/hooks.md.
 //!
 //! Fail closed: anything unexpected (malformed or oversized input, a missing field, an
-//! unreadable policy, an internal error, a panic) exits 2 with one line on stderr, which makes
-//! the agent block the call. Never 1 (Claude Code lets the call through on 1).
+//! unreadable policy, an internal error, a panic) gives the answer that blocks the call in that
+//! agent's protocol, with one line on stderr: exit 2 for Claude Code, Codex and Gemini CLI (never
+//! 1, which they treat as a non-blocking error); a deny on stdout and exit 0 for Cursor and
+//! Copilot CLI, which let a failed hook's call through.
+//!
+//! Each agent has a thin adapter (`claude`, `codex`, `gemini`, `cursor`, `copilot`) over the
+//! shared `core`.
 
 mod claude;
+mod codex;
+mod copilot;
+pub mod core;
+mod cursor;
+mod gemini;
+pub mod init;
+pub mod import;
 pub mod rewrite;
 pub mod token;
 
@@ -41,18 +53,59 @@ enum Agent {
     /// read. Other tools: no output. Install in .claude/settings.json (see docs/hooks.md).
     #[command(name = "claude-code", after_help = "Exit status: 0 decided (see stdout), 2 the input or the policy could not be read: the agent blocks the call.")]
     ClaudeCode,
+    /// OpenAI Codex CLI's PreToolUse hook (`Bash`, `apply_patch`).
+    ///
+    /// Allowed commands come back rewritten (`updatedInput`); Codex hooks cannot ask a person,
+    /// so what needs confirmation is denied with a reason saying how to allow it. apply_patch
+    /// is denied where the default sandbox could not write one of the patched files. Install in
+    /// .codex/hooks.json (see docs/hooks.md, or `pinfold init --agent codex`).
+    #[command(after_help = "Exit status: 0 decided (see stdout), 2 the input or the policy could not be read: Codex blocks the call.")]
+    Codex,
+    /// Gemini CLI's BeforeTool hook (`run_shell_command`, `write_file`, `replace`, reads).
+    ///
+    /// Allowed commands come back rewritten (`hookSpecificOutput.tool_input`); what needs
+    /// confirmation is denied with a reason saying how to allow it. Install in
+    /// .gemini/settings.json (see docs/hooks.md, or `pinfold init --agent gemini`).
+    #[command(after_help = "Exit status: 0 decided (see stdout), 2 the input or the policy could not be read: Gemini CLI blocks the call.")]
+    Gemini,
+    /// Cursor's hooks: `preToolUse` (rewrites via `updated_input`), `beforeShellExecution`
+    /// and `beforeReadFile` (`permission` allow / deny / ask).
+    ///
+    /// Install in .cursor/hooks.json (see docs/hooks.md, or `pinfold init --agent cursor`).
+    #[command(after_help = "Exit status: always 0; a failure answers `{\"permission\":\"deny\"}` on stdout (Cursor lets a failed hook's call through), with the reason on stderr.")]
+    Cursor,
+    /// GitHub Copilot CLI's preToolUse hook (`toolName`, `toolArgs`; answers
+    /// `permissionDecision` and `modifiedArgs`).
+    ///
+    /// Install in .github/hooks/pinfold.json (see docs/hooks.md, or `pinfold init --agent
+    /// copilot`).
+    #[command(after_help = "Exit status: always 0; a failure answers `{\"permissionDecision\":\"deny\"}` on stdout (Copilot CLI lets a failed hook's call through), with the reason on stderr.")]
+    Copilot,
+}
+
+/// How an agent's protocol blocks a call when pinfold fails: exit 2 with the reason on stderr,
+/// or (for agents that let a failed hook through) a deny on stdout built from the reason.
+#[derive(Clone, Copy)]
+enum Fail {
+    Exit2,
+    Deny(fn(&str) -> String),
 }
 
 pub fn run(args: HookArgs) -> Result<i32, Error> {
-    // A panic is an internal error: fail closed with exit 2, not Rust's 101.
-    std::panic::set_hook(Box::new(|info| {
-        let msg = info.to_string().replace('\n', " ");
-        eprintln!("pinfold hook: internal error: {msg}");
-        std::process::exit(FAIL);
-    }));
-    let out = match args.agent {
-        Agent::ClaudeCode => read_input().and_then(|input| claude::answer(&input)),
+    type Answer = fn(&[u8]) -> Result<Option<String>, Error>;
+    let (answer, fail): (Answer, Fail) = match args.agent {
+        Agent::ClaudeCode => (claude::answer, Fail::Exit2),
+        Agent::Codex => (codex::answer, Fail::Exit2),
+        Agent::Gemini => (gemini::answer, Fail::Exit2),
+        Agent::Cursor => (cursor::answer, Fail::Deny(cursor::failure)),
+        Agent::Copilot => (copilot::answer, Fail::Deny(copilot::failure)),
     };
+    // A panic is an internal error: fail closed, not with Rust's 101.
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = format!("internal error: {}", info.to_string().replace('\n', " "));
+        std::process::exit(failed(fail, &msg));
+    }));
+    let out = read_input().and_then(|input| answer(&input));
     match out {
         Ok(Some(json)) => {
             use std::io::Write;
@@ -70,8 +123,23 @@ pub fn run(args: HookArgs) -> Result<i32, Error> {
                 line.push_str(": ");
                 line.push_str(&c);
             }
-            eprintln!("pinfold hook: {}", line.replace('\n', " "));
-            Ok(FAIL)
+            Ok(failed(fail, &line.replace('\n', " ")))
+        }
+    }
+}
+
+/// Report `line` the way `fail` says; the exit code to use.
+fn failed(fail: Fail, line: &str) -> i32 {
+    eprintln!("pinfold hook: {line}");
+    match fail {
+        Fail::Exit2 => FAIL,
+        Fail::Deny(deny) => {
+            use std::io::Write;
+            let mut o = std::io::stdout().lock();
+            match writeln!(o, "{}", deny(&format!("pinfold could not decide, so it refuses: {line}"))).and_then(|()| o.flush()) {
+                Ok(()) => crate::exit::OK,
+                Err(_) => FAIL,
+            }
         }
     }
 }

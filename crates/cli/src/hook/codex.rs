@@ -1,0 +1,99 @@
+//! OpenAI Codex CLI's PreToolUse protocol (see docs/hooks.md for the sources).
+//!
+//! Input (stdin): `{"session_id", "turn_id", "transcript_path", "cwd", "hook_event_name":
+//! "PreToolUse", "model", "permission_mode", "tool_name", "tool_input", "tool_use_id"}`.
+//! `tool_name` is `Bash` for the shell tools (`tool_input: {"command": …}`) and `apply_patch`
+//! for file edits, whose `tool_input.command` is the raw patch text; MCP tools are
+//! `mcp__server__tool`.
+//!
+//! Output (stdout): the Claude Code shape, `{"hookSpecificOutput": {"hookEventName":
+//! "PreToolUse", "permissionDecision": "allow"|"deny", "permissionDecisionReason": "…",
+//! "updatedInput": {…}}}`. Codex rejects `ask` (and `allow` without `updatedInput`) as
+//! unsupported and then runs the call, so pinfold never answers them: an ask becomes a deny
+//! saying how to allow it, and an allow always carries `updatedInput`. Exit 2 with a reason on
+//! stderr blocks the call.
+
+use std::path::Path;
+
+use pinfold_policy::config::Action;
+use serde_json::{json, Map, Value};
+
+use super::claude::string_field;
+use super::core;
+use crate::anyhow_lite::Error;
+
+pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
+    let payload: Value = serde_json::from_slice(input).map_err(|e| Error::new("the hook input is not valid JSON").cause(e))?;
+    let obj = payload.as_object().ok_or_else(|| Error::new("the hook input is not a JSON object"))?;
+    if let Some(ev) = obj.get("hook_event_name")
+        && ev.as_str() != Some("PreToolUse")
+    {
+        return Ok(None);
+    }
+    let tool = obj.get("tool_name").and_then(Value::as_str).ok_or_else(|| Error::new("the hook input has no `tool_name`"))?;
+    let tool_input = obj.get("tool_input").and_then(Value::as_object).ok_or_else(|| Error::new("the hook input has no `tool_input` object"))?;
+    let cwd = core::cwd(obj.get("cwd"), "cwd")?;
+    match tool {
+        "Bash" => bash(tool_input, &cwd).map(Some),
+        "apply_patch" => {
+            let patch = string_field(tool_input, "command", tool)?;
+            let files = patch_files(patch);
+            if files.is_empty() {
+                return Ok(Some(deny("pinfold found no `*** Add/Update/Delete File:` line in this patch, so it cannot tell which files it writes")));
+            }
+            for f in files {
+                if let Some(why) = core::write_denied(&cwd, f)? {
+                    return Ok(Some(deny(&why)));
+                }
+            }
+            Ok(None)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The files an apply_patch body writes: its `*** Add File:`, `*** Update File:`, `*** Delete
+/// File:` and `*** Move to:` lines.
+pub fn patch_files(patch: &str) -> Vec<&str> {
+    patch
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_end_matches('\r');
+            ["*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: "]
+                .iter()
+                .find_map(|p| l.strip_prefix(p))
+                .map(str::trim)
+        })
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+fn output(decision: Action, reason: &str, updated: Option<Value>) -> String {
+    let mut o = json!({
+        "hookEventName": "PreToolUse",
+        "permissionDecision": decision.as_str(),
+        "permissionDecisionReason": format!("pinfold: {reason}"),
+    });
+    if let Some(u) = updated {
+        o["updatedInput"] = u;
+    }
+    json!({ "hookSpecificOutput": o }).to_string()
+}
+
+fn deny(reason: &str) -> String {
+    output(Action::Deny, reason, None)
+}
+
+fn bash(input: &Map<String, Value>, cwd: &Path) -> Result<String, Error> {
+    let command = string_field(input, "command", "Bash")?;
+    let s = core::shell(command, cwd)?;
+    match (s.decision, s.command) {
+        (Action::Allow, Some(c)) => {
+            let mut u = input.clone();
+            u.insert("command".into(), Value::String(c));
+            Ok(output(Action::Allow, &s.reason, Some(Value::Object(u))))
+        }
+        (Action::Ask, _) => Ok(deny(&core::ask_as_deny("Codex", &s.reason))),
+        _ => Ok(deny(&s.reason)),
+    }
+}

@@ -1,0 +1,165 @@
+//! The part of `pinfold hook` every agent shares: the working directory of a call, the
+//! verdict on a shell command with its rewrite (`rewrite`) and tokens (`token`), and the checks
+//! on file paths an agent's own read and write tools touch. Each agent's module only converts
+//! its JSON to these calls and the answers back.
+
+use std::path::{Component, Path, PathBuf};
+
+use pinfold_policy::config::{Action, Config, SandboxPreset};
+use pinfold_policy::matcher::{in_or_under, normalize};
+use serde_json::Value;
+
+use super::{rewrite, token};
+use crate::anyhow_lite::Error;
+
+/// The call's working directory: `v` (a string) if given, else pinfold's own; made absolute and
+/// resolved through symlinks. A directory that does not exist is an error.
+pub fn cwd(v: Option<&Value>, field: &str) -> Result<PathBuf, Error> {
+    let cwd = match v {
+        None | Some(Value::Null) => std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?,
+        Some(Value::String(s)) => PathBuf::from(s),
+        Some(_) => return Err(Error::new(format!("the hook input's `{field}` is not a string"))),
+    };
+    let cwd = crate::absolute(&cwd)?;
+    std::fs::canonicalize(&cwd).map_err(|e| Error::new(format!("cannot resolve {}", cwd.display())).cause(e))
+}
+
+/// The verdict on a shell command and what to run instead.
+#[derive(Debug)]
+pub struct Shell {
+    pub decision: Action,
+    /// For a person, without the `pinfold: ` prefix.
+    pub reason: String,
+    /// The command to run (the original when nothing needs a sandbox); `None` on deny.
+    pub command: Option<String>,
+}
+
+/// Judge `command` as run in `cwd` and rewrite it so that what needs a sandbox runs in one.
+pub fn shell(command: &str, cwd: &Path) -> Result<Shell, Error> {
+    let policy = crate::load_policy(None, Some(cwd), true)?;
+    let j = policy.judge(command, cwd);
+    if j.decision == Action::Deny {
+        return Ok(Shell { decision: Action::Deny, reason: j.reason.clone(), command: None });
+    }
+    let exe = std::env::current_exe().map_err(|e| Error::new("cannot find the pinfold binary").cause(e))?;
+    let key = token::load_or_create_key().map_err(|e| Error::new(format!("cannot use the hook key: {e}")))?;
+    let now = token::now();
+    let plan = rewrite::plan(policy.config(), &j, command, &exe, &|text, preset| token::mint(&key, text, preset, cwd, now));
+    let command = if plan.decision == Action::Deny { None } else { plan.command };
+    Ok(Shell { decision: plan.decision, reason: plan.reason, command })
+}
+
+/// Why an agent's write tool may not write `path`; `None` when the default sandbox could.
+pub fn write_denied(cwd: &Path, path: &str) -> Result<Option<String>, Error> {
+    let policy = crate::load_policy(None, Some(cwd), true)?;
+    Ok(write_check(policy.config(), cwd, path))
+}
+
+/// Why an agent's read tool may not read `path` (everything below it when `contents_below`);
+/// `None` when the default sandbox could.
+pub fn read_denied(cwd: &Path, path: &str, contents_below: bool) -> Result<Option<String>, Error> {
+    let policy = crate::load_policy(None, Some(cwd), true)?;
+    Ok(read_check(policy.config(), cwd, path, contents_below))
+}
+
+/// The directory a glob pattern starts in, when it names one (`/a/b/*.rs` → `/a/b/`); relative
+/// patterns start in the search directory, already checked by the caller.
+pub fn glob_root(pattern: &str) -> Option<String> {
+    pattern
+        .starts_with(['/', '~'])
+        .then(|| pattern.chars().take_while(|c| !matches!(c, '*' | '?' | '[' | '{')).collect())
+}
+
+/// The answer an agent that cannot ask a person gives instead of ask: deny, saying how a person
+/// can allow it.
+pub fn ask_as_deny(agent: &str, reason: &str) -> String {
+    format!(
+        "{reason}. This needs a person's approval, and {agent} hooks cannot ask for it, so pinfold refuses it. \
+         To allow it, run it yourself, or add an allow rule to pinfold.toml \
+         (`pinfold check --explain -- '<command>'` shows which rules matched)"
+    )
+}
+
+/// The default sandbox preset, if the policy has one.
+pub fn default_preset(config: &Config) -> Option<&SandboxPreset> {
+    config.defaults.sandbox.as_deref().and_then(|n| config.sandboxes.get(n))
+}
+
+/// `p` made absolute against `cwd` (with `~` expanded) and normalised, and the same with every
+/// existing part resolved through symlinks.
+pub fn resolve(cwd: &Path, p: &str) -> (PathBuf, PathBuf) {
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let expanded = match (p.strip_prefix('~'), &home) {
+        (Some(rest), Some(h)) if rest.is_empty() || rest.starts_with('/') => h.join(rest.trim_start_matches('/')),
+        _ => PathBuf::from(p),
+    };
+    let lexical = normalize(&cwd.join(expanded));
+    let mut existing = lexical.as_path();
+    let mut rest: Vec<Component<'_>> = Vec::new();
+    let canonical = loop {
+        if let Ok(c) = std::fs::canonicalize(existing) {
+            break rest.iter().rev().fold(c, |acc, x| acc.join(x));
+        }
+        match (existing.parent(), existing.components().next_back()) {
+            (Some(parent), Some(last)) => {
+                rest.push(last);
+                existing = parent;
+            }
+            _ => break lexical.clone(),
+        }
+    };
+    (lexical, canonical)
+}
+
+/// Why the default sandbox could not write `path`; `None` when it could.
+pub fn write_check(config: &Config, cwd: &Path, path: &str) -> Option<String> {
+    let preset = default_preset(config)?;
+    let (lex, canon) = resolve(cwd, path);
+    let both = [&lex, &canon];
+    // pinfold's own files: its policy, configuration, cache and hook key.
+    let mut own: Vec<PathBuf> = config.files.clone();
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(x) = var("XDG_CONFIG_HOME").or_else(|| var("HOME").map(|h| h.join(".config"))) {
+        own.push(x.join("pinfold"));
+    }
+    own.extend(crate::cache_dir());
+    own.extend(token::key_path().and_then(|k| k.parent().map(Path::to_path_buf)));
+    if let Some(o) = own.iter().find(|o| both.iter().any(|p| p.starts_with(o))) {
+        return Some(format!("`{}` is pinfold's own file ({}); agents may not change it", lex.display(), o.display()));
+    }
+    if let Some(d) = preset.write_deny.iter().find(|d| both.iter().any(|p| in_or_under(p, d))) {
+        return Some(format!("`{}` is write-protected in the `{}` sandbox (`{d}`)", lex.display(), preset.name));
+    }
+    if !preset.write_allow.iter().any(|a| in_or_under(&canon, a)) {
+        return Some(format!(
+            "`{}` is outside what the `{}` sandbox may write ({})",
+            canon.display(),
+            preset.name,
+            if preset.write_allow.is_empty() { "nothing".to_string() } else { preset.write_allow.join(", ") }
+        ));
+    }
+    None
+}
+
+/// Why the default sandbox could not read `path`; `None` when it could. `contents_below`:
+/// the tool reads everything below `path` (Grep), so a hidden path beneath it counts too.
+pub fn read_check(config: &Config, cwd: &Path, path: &str, contents_below: bool) -> Option<String> {
+    let preset = default_preset(config)?;
+    let (lex, canon) = resolve(cwd, path);
+    let both = [&lex, &canon];
+    let mut hidden: Vec<String> = preset.read_deny.clone();
+    hidden.extend(token::key_path().map(|k| k.display().to_string()));
+    if let Some(d) = hidden.iter().find(|d| both.iter().any(|p| in_or_under(p, d))) {
+        return Some(format!("`{}` is unreadable in the `{}` sandbox (`{d}`)", lex.display(), preset.name));
+    }
+    if contents_below {
+        let inside = hidden
+            .iter()
+            .filter(|d| !d.contains(['*', '?', '[']))
+            .find(|d| both.iter().any(|p| Path::new(d.as_str()).starts_with(p)));
+        if let Some(d) = inside {
+            return Some(format!("searching `{}` would read `{d}`, which the `{}` sandbox hides; search a narrower path", lex.display(), preset.name));
+        }
+    }
+    None
+}

@@ -1,0 +1,460 @@
+//! `pinfold init`: install `pinfold hook <agent>` into an agent's settings file.
+//!
+//! The file is read as JSON, the hook entry inserted (or its command updated in place), and
+//! the file written back pretty-printed with its keys in their original order; everything else
+//! in it is kept. Running it twice changes nothing. A file that is not valid JSON (JSON with
+//! comments included) is refused, never overwritten.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+
+use crate::anyhow_lite::Error;
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The agent to install the hook for; without it, every agent whose settings directory
+    /// exists in the scope (`.claude`, `.codex`, `.gemini`, `.cursor`, `.github/hooks`; in the
+    /// home directory `~/.claude`, `~/.codex`, `~/.gemini`, `~/.cursor`, `~/.copilot`).
+    #[arg(long, value_enum)]
+    agent: Option<AgentName>,
+    /// Where to install: the project's settings (the git root, else the working directory) or
+    /// the user's.
+    #[arg(long, value_enum, default_value_t = Scope::Project)]
+    scope: Scope,
+    /// The project directory (default: the working directory).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AgentName {
+    #[value(name = "claude-code")]
+    ClaudeCode,
+    Codex,
+    Gemini,
+    Cursor,
+    Copilot,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scope {
+    Project,
+    User,
+}
+
+const ALL: [AgentName; 5] = [AgentName::ClaudeCode, AgentName::Codex, AgentName::Gemini, AgentName::Cursor, AgentName::Copilot];
+
+impl AgentName {
+    fn name(self) -> &'static str {
+        match self {
+            AgentName::ClaudeCode => "claude-code",
+            AgentName::Codex => "codex",
+            AgentName::Gemini => "gemini",
+            AgentName::Cursor => "cursor",
+            AgentName::Copilot => "copilot",
+        }
+    }
+
+    /// The directory whose existence says the agent is used here.
+    fn marker(self, base: &Path, scope: Scope) -> PathBuf {
+        match (self, scope) {
+            (AgentName::ClaudeCode, _) => base.join(".claude"),
+            (AgentName::Codex, Scope::User) => codex_home(base),
+            (AgentName::Codex, Scope::Project) => base.join(".codex"),
+            (AgentName::Gemini, _) => base.join(".gemini"),
+            (AgentName::Cursor, _) => base.join(".cursor"),
+            (AgentName::Copilot, Scope::Project) => base.join(".github/hooks"),
+            (AgentName::Copilot, Scope::User) => copilot_home(base),
+        }
+    }
+
+    /// The settings file the hook goes into.
+    fn file(self, base: &Path, scope: Scope) -> PathBuf {
+        match (self, scope) {
+            (AgentName::ClaudeCode, _) => base.join(".claude/settings.json"),
+            (AgentName::Codex, Scope::User) => codex_home(base).join("hooks.json"),
+            (AgentName::Codex, Scope::Project) => base.join(".codex/hooks.json"),
+            (AgentName::Gemini, _) => base.join(".gemini/settings.json"),
+            (AgentName::Cursor, _) => base.join(".cursor/hooks.json"),
+            (AgentName::Copilot, Scope::Project) => base.join(".github/hooks/pinfold.json"),
+            (AgentName::Copilot, Scope::User) => copilot_home(base).join("settings.json"),
+        }
+    }
+
+    /// The path of keys to the array of hook groups, and the group to put there.
+    fn entry(self, command: &str) -> (Vec<&'static str>, Json) {
+        let s = |x: &str| Json::Str(x.to_string());
+        let obj = |kv: Vec<(&str, Json)>| Json::Obj(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
+        match self {
+            AgentName::ClaudeCode => (
+                vec!["hooks", "PreToolUse"],
+                obj(vec![
+                    ("matcher", s("Bash|Write|Edit|MultiEdit|NotebookEdit|Read|Grep|Glob")),
+                    ("hooks", Json::Arr(vec![obj(vec![("type", s("command")), ("command", s(command))])])),
+                ]),
+            ),
+            AgentName::Codex => (
+                vec!["hooks", "PreToolUse"],
+                obj(vec![
+                    ("matcher", s("Bash|apply_patch")),
+                    ("hooks", Json::Arr(vec![obj(vec![("type", s("command")), ("command", s(command))])])),
+                ]),
+            ),
+            AgentName::Gemini => (
+                vec!["hooks", "BeforeTool"],
+                obj(vec![
+                    (
+                        "matcher",
+                        s("run_shell_command|write_file|replace|read_file|read_many_files|list_directory|glob|search_file_content|grep_search"),
+                    ),
+                    (
+                        "hooks",
+                        Json::Arr(vec![obj(vec![("name", s("pinfold")), ("type", s("command")), ("command", s(command))])]),
+                    ),
+                ]),
+            ),
+            // Cursor's preToolUse and beforeReadFile get the same entry; see `install`.
+            AgentName::Cursor => (vec!["hooks", "preToolUse"], obj(vec![("command", s(command)), ("failClosed", Json::Bool(true))])),
+            AgentName::Copilot => (
+                vec!["hooks", "preToolUse"],
+                obj(vec![("type", s("command")), ("bash", s(command)), ("timeoutSec", Json::Num("30".into()))]),
+            ),
+        }
+    }
+}
+
+fn codex_home(home: &Path) -> PathBuf {
+    std::env::var_os("CODEX_HOME").filter(|v| !v.is_empty()).map_or_else(|| home.join(".codex"), PathBuf::from)
+}
+
+fn copilot_home(home: &Path) -> PathBuf {
+    std::env::var_os("COPILOT_HOME").filter(|v| !v.is_empty()).map_or_else(|| home.join(".copilot"), PathBuf::from)
+}
+
+pub fn run(args: InitArgs) -> Result<i32, Error> {
+    let cwd = match &args.cwd {
+        Some(d) => crate::absolute(d)?,
+        None => std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?,
+    };
+    let base = match args.scope {
+        Scope::Project => cwd.ancestors().find(|d| d.join(".git").exists()).unwrap_or(&cwd).to_path_buf(),
+        Scope::User => std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+            .ok_or_else(|| Error::new("HOME is not set; cannot find the user's settings"))?,
+    };
+    let agents: Vec<AgentName> = match args.agent {
+        Some(a) => vec![a],
+        None => {
+            let found: Vec<AgentName> = ALL.into_iter().filter(|a| a.marker(&base, args.scope).is_dir()).collect();
+            if found.is_empty() {
+                return Err(Error::new(format!("no agent settings found in {}", base.display())).hint(
+                    "name one: pinfold init --agent claude-code|codex|gemini|cursor|copilot [--scope project|user]",
+                ));
+            }
+            found
+        }
+    };
+    let exe = std::env::current_exe().map_err(|e| Error::new("cannot find the pinfold binary").cause(e))?;
+    let exe = pinfold_shell::quote(&exe.to_string_lossy());
+    for a in agents {
+        let file = a.file(&base, args.scope);
+        let changed = install(a, &file, &format!("{exe} hook {}", a.name()))?;
+        println!("{}: {} {}", a.name(), if changed { "installed in" } else { "already installed in" }, file.display());
+    }
+    Ok(crate::exit::OK)
+}
+
+/// Put the hook for `agent` into `file`; whether the file changed.
+pub fn install(agent: AgentName, file: &Path, command: &str) -> Result<bool, Error> {
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => Some(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::new(format!("cannot read {}", file.display())).cause(e)),
+    };
+    let mut root = match text.as_deref().map(str::trim) {
+        None | Some("") => Json::Obj(Vec::new()),
+        Some(t) => parse(t).map_err(|e| {
+            Error::new(format!("{} is not valid JSON; leaving it untouched", file.display()))
+                .cause(e)
+                .hint("fix the file (comments are not accepted) or add the hook by hand: see docs/hooks.md")
+        })?,
+    };
+    let Json::Obj(_) = root else {
+        return Err(Error::new(format!("{} does not hold a JSON object; leaving it untouched", file.display())));
+    };
+    // Hook files of Cursor and Copilot carry a version; Copilot's settings.json does not.
+    let hook_file = file.file_name().is_some_and(|n| n != "settings.json");
+    if matches!(agent, AgentName::Cursor | AgentName::Copilot) && hook_file && root.get("version").is_none() {
+        root.set("version", Json::Num("1".into()));
+    }
+    let (path, entry) = agent.entry(command);
+    let mut events = vec![path[1]];
+    if agent == AgentName::Cursor {
+        events.push("beforeReadFile");
+    }
+    for ev in events {
+        let hooks = root.child(path[0], file)?;
+        let list = hooks.child_arr(ev, file)?;
+        upsert(list, &entry, agent)?;
+    }
+    let mut out = String::new();
+    print(&root, 0, &mut out);
+    out.push('\n');
+    if text.as_deref() == Some(out.as_str()) {
+        return Ok(false);
+    }
+    if let Some(t) = &text
+        && parse(t).ok().as_ref() == Some(&root)
+    {
+        // Same content, other formatting: leave the person's formatting alone.
+        return Ok(false);
+    }
+    write(file, &out)?;
+    Ok(true)
+}
+
+/// Whether `cmd` runs `pinfold hook <agent>`.
+fn is_ours(cmd: &str, agent: AgentName) -> bool {
+    let cmd = cmd.trim_end();
+    cmd.ends_with(&format!(" hook {}", agent.name())) && cmd.contains("pinfold")
+}
+
+/// Update our entry in `list` (a group whose command is ours), or append `entry`.
+fn upsert(list: &mut Vec<Json>, entry: &Json, agent: AgentName) -> Result<(), Error> {
+    let cmd_key = if agent == AgentName::Copilot { "bash" } else { "command" };
+    for g in list.iter_mut() {
+        // Claude Code, Codex and Gemini nest commands in `hooks`; Cursor and Copilot do not.
+        if let Some(Json::Arr(inner)) = g.get_mut("hooks") {
+            for h in inner.iter_mut() {
+                if h.get(cmd_key).and_then(Json::as_str).is_some_and(|c| is_ours(c, agent)) {
+                    let want = entry.get("hooks").and_then(|x| if let Json::Arr(a) = x { a.first() } else { None });
+                    if let Some(Json::Str(c)) = want.and_then(|w| w.get(cmd_key)) {
+                        h.set(cmd_key, Json::Str(c.clone()));
+                    }
+                    return Ok(());
+                }
+            }
+        } else if g.get(cmd_key).and_then(Json::as_str).is_some_and(|c| is_ours(c, agent)) {
+            if let Some(Json::Str(c)) = entry.get(cmd_key) {
+                g.set(cmd_key, Json::Str(c.clone()));
+            }
+            return Ok(());
+        }
+    }
+    list.push(entry.clone());
+    Ok(())
+}
+
+fn write(file: &Path, text: &str) -> Result<(), Error> {
+    let dir = file.parent().ok_or_else(|| Error::new(format!("{} has no directory", file.display())))?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::new(format!("cannot create {}", dir.display())).cause(e))?;
+    let tmp = dir.join(format!(".{}.pinfold-tmp", file.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
+    std::fs::write(&tmp, text).map_err(|e| Error::new(format!("cannot write {}", tmp.display())).cause(e))?;
+    if let Ok(meta) = std::fs::metadata(file) {
+        let _ = std::fs::set_permissions(&tmp, meta.permissions());
+    }
+    // Write through a symlinked settings file (dotfiles) instead of replacing the link.
+    let target = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    std::fs::rename(&tmp, &target).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::new(format!("cannot write {}", target.display())).cause(e)
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON that keeps its keys in order (serde_json's map sorts them).
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Json {
+    Null,
+    Bool(bool),
+    /// The number's text as written.
+    Num(String),
+    Str(String),
+    Arr(Vec<Json>),
+    Obj(Vec<(String, Json)>),
+}
+
+impl Json {
+    fn get(&self, k: &str) -> Option<&Json> {
+        match self {
+            Json::Obj(kv) => kv.iter().find(|(key, _)| key == k).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    fn get_mut(&mut self, k: &str) -> Option<&mut Json> {
+        match self {
+            Json::Obj(kv) => kv.iter_mut().find(|(key, _)| key == k).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    fn set(&mut self, k: &str, v: Json) {
+        if let Json::Obj(kv) = self {
+            match kv.iter_mut().find(|(key, _)| key == k) {
+                Some(slot) => slot.1 = v,
+                None => kv.push((k.to_string(), v)),
+            }
+        }
+    }
+
+    fn as_str(&self) -> Option<&str> {
+        if let Json::Str(s) = self { Some(s) } else { None }
+    }
+
+    /// The object under `k`, created when missing.
+    fn child(&mut self, k: &str, file: &Path) -> Result<&mut Json, Error> {
+        if self.get(k).is_none() {
+            self.set(k, Json::Obj(Vec::new()));
+        }
+        match self.get_mut(k) {
+            Some(v @ Json::Obj(_)) => Ok(v),
+            _ => Err(Error::new(format!("`{k}` in {} is not a JSON object; leaving the file untouched", file.display()))),
+        }
+    }
+
+    /// The array under `k`, created when missing.
+    fn child_arr(&mut self, k: &str, file: &Path) -> Result<&mut Vec<Json>, Error> {
+        if self.get(k).is_none() {
+            self.set(k, Json::Arr(Vec::new()));
+        }
+        match self.get_mut(k) {
+            Some(Json::Arr(a)) => Ok(a),
+            _ => Err(Error::new(format!("`hooks.{k}` in {} is not a JSON array; leaving the file untouched", file.display()))),
+        }
+    }
+}
+
+/// Parse strict JSON (validated by serde_json first), keeping key order; duplicate keys are an
+/// error.
+pub fn parse(text: &str) -> Result<Json, String> {
+    serde_json::from_str::<serde_json::Value>(text).map_err(|e| e.to_string())?;
+    let b = text.as_bytes();
+    let mut i = 0;
+    let v = value(text, b, &mut i)?;
+    skip_ws(b, &mut i);
+    if i != b.len() {
+        return Err("trailing characters".into());
+    }
+    Ok(v)
+}
+
+fn skip_ws(b: &[u8], i: &mut usize) {
+    while *i < b.len() && matches!(b[*i], b' ' | b'\t' | b'\n' | b'\r') {
+        *i += 1;
+    }
+}
+
+fn string(text: &str, b: &[u8], i: &mut usize) -> Result<String, String> {
+    let start = *i;
+    *i += 1;
+    while *i < b.len() && b[*i] != b'"' {
+        *i += if b[*i] == b'\\' { 2 } else { 1 };
+    }
+    *i += 1;
+    serde_json::from_str(&text[start..*i]).map_err(|e| e.to_string())
+}
+
+fn value(text: &str, b: &[u8], i: &mut usize) -> Result<Json, String> {
+    skip_ws(b, i);
+    match b.get(*i) {
+        Some(b'{') => {
+            *i += 1;
+            let mut kv: Vec<(String, Json)> = Vec::new();
+            loop {
+                skip_ws(b, i);
+                if b.get(*i) == Some(&b'}') {
+                    *i += 1;
+                    return Ok(Json::Obj(kv));
+                }
+                if b.get(*i) == Some(&b',') {
+                    *i += 1;
+                    skip_ws(b, i);
+                }
+                let k = string(text, b, i)?;
+                if kv.iter().any(|(x, _)| *x == k) {
+                    return Err(format!("duplicate key `{k}`"));
+                }
+                skip_ws(b, i);
+                *i += 1; // ':'
+                let v = value(text, b, i)?;
+                kv.push((k, v));
+            }
+        }
+        Some(b'[') => {
+            *i += 1;
+            let mut a = Vec::new();
+            loop {
+                skip_ws(b, i);
+                match b.get(*i) {
+                    Some(b']') => {
+                        *i += 1;
+                        return Ok(Json::Arr(a));
+                    }
+                    Some(b',') => *i += 1,
+                    _ => a.push(value(text, b, i)?),
+                }
+            }
+        }
+        Some(b'"') => string(text, b, i).map(Json::Str),
+        Some(b't') => {
+            *i += 4;
+            Ok(Json::Bool(true))
+        }
+        Some(b'f') => {
+            *i += 5;
+            Ok(Json::Bool(false))
+        }
+        Some(b'n') => {
+            *i += 4;
+            Ok(Json::Null)
+        }
+        Some(_) => {
+            let start = *i;
+            while *i < b.len() && matches!(b[*i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+                *i += 1;
+            }
+            Ok(Json::Num(text[start..*i].to_string()))
+        }
+        None => Err("unexpected end".into()),
+    }
+}
+
+/// Pretty-print with two-space indentation.
+pub fn print(v: &Json, indent: usize, out: &mut String) {
+    let pad = |n: usize| "  ".repeat(n);
+    match v {
+        Json::Null => out.push_str("null"),
+        Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Json::Num(n) => out.push_str(n),
+        Json::Str(s) => out.push_str(&serde_json::to_string(s).expect("a string serialises")),
+        Json::Arr(a) if a.is_empty() => out.push_str("[]"),
+        Json::Obj(kv) if kv.is_empty() => out.push_str("{}"),
+        Json::Arr(a) => {
+            out.push_str("[\n");
+            for (n, x) in a.iter().enumerate() {
+                out.push_str(&pad(indent + 1));
+                print(x, indent + 1, out);
+                out.push_str(if n + 1 < a.len() { ",\n" } else { "\n" });
+            }
+            out.push_str(&pad(indent));
+            out.push(']');
+        }
+        Json::Obj(kv) => {
+            out.push_str("{\n");
+            for (n, (k, x)) in kv.iter().enumerate() {
+                out.push_str(&pad(indent + 1));
+                out.push_str(&serde_json::to_string(k).expect("a string serialises"));
+                out.push_str(": ");
+                print(x, indent + 1, out);
+                out.push_str(if n + 1 < kv.len() { ",\n" } else { "\n" });
+            }
+            out.push_str(&pad(indent));
+            out.push('}');
+        }
+    }
+}

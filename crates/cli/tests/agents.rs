@@ -1,0 +1,521 @@
+//! `pinfold hook codex|gemini|cursor|copilot`, `pinfold init` and `pinfold import claude-code`:
+//! recorded payloads with each agent's real field names (see docs/hooks.md for the sources),
+//! fail-closed answers, idempotent installs, and the import mapping.
+//!
+//! Each test runs the real binary in its own temporary world. Snapshots redact the temporary
+//! directory (`[TMP]`), the binary's path (`pinfold`) and tokens (`<token>`). Update them with
+//! `INSTA_UPDATE=always cargo test -p pinfold --test agents`, then read every changed `.snap`.
+
+use std::fs;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use insta::assert_snapshot;
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_pinfold");
+
+struct World {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    home: PathBuf,
+    proj: PathBuf,
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl World {
+    fn new() -> World {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().canonicalize().unwrap();
+        let home = root.join("home");
+        let proj = root.join("proj");
+        fs::create_dir_all(home.join(".config")).unwrap();
+        fs::create_dir_all(proj.join(".git/hooks")).unwrap();
+        fs::write(proj.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        World { _dir: dir, root, home, proj }
+    }
+
+    fn put(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.proj.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn run(&self, args: &[&str], stdin: &[u8]) -> Out {
+        let mut c = Command::new(BIN);
+        c.args(args)
+            .current_dir(&self.proj)
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .env("XDG_STATE_HOME", self.root.join("state"))
+            .env("PINFOLD_CACHE_DIR", self.root.join("cache"))
+            .env_remove("PINFOLD_NO_CACHE")
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("CODEX_HOME")
+            .env_remove("COPILOT_HOME")
+            .env_remove("PINFOLD_HOOK_ORIGIN");
+        c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().expect("spawn");
+        let mut si = child.stdin.take().unwrap();
+        let data = stdin.to_vec();
+        let w = std::thread::spawn(move || {
+            let _ = si.write_all(&data);
+        });
+        let o = child.wait_with_output().expect("wait");
+        let _ = w.join();
+        Out { code: o.status.code().expect("an exit code"), stdout: String::from_utf8(o.stdout).unwrap(), stderr: String::from_utf8(o.stderr).unwrap() }
+    }
+
+    fn hook(&self, agent: &str, payload: &Value) -> Out {
+        self.run(&["hook", agent], payload.to_string().as_bytes())
+    }
+
+    fn redact(&self, s: &str) -> String {
+        let quoted = format!("'{BIN}'");
+        let s = s.replace(&quoted, "pinfold").replace(BIN, "pinfold").replace(self.root.to_str().unwrap(), "[TMP]");
+        let mut out = String::new();
+        let mut rest = s.as_str();
+        while let Some(i) = rest.find("PINFOLD_HOOK_ORIGIN=") {
+            let start = i + "PINFOLD_HOOK_ORIGIN=".len();
+            out.push_str(&rest[..start]);
+            out.push_str("<token>");
+            let end = rest[start..].find(|c: char| !(c.is_ascii_alphanumeric() || c == '.')).map_or(rest.len(), |e| start + e);
+            rest = &rest[end..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    fn show(&self, o: &Out) -> String {
+        let mut s = format!("exit: {}\n", o.code);
+        if !o.stdout.is_empty() {
+            let pretty = serde_json::from_str::<Value>(&o.stdout).map(|v| serde_json::to_string_pretty(&v).unwrap()).unwrap_or(o.stdout.clone());
+            s.push_str(&format!("--- stdout\n{}\n", self.redact(&pretty)));
+        }
+        if !o.stderr.is_empty() {
+            s.push_str(&format!("--- stderr\n{}", self.redact(&o.stderr)));
+        }
+        s
+    }
+
+    fn cases(&self, agent: &str, cases: Vec<(&str, Value)>) -> String {
+        let mut s = String::new();
+        for (what, payload) in cases {
+            let o = self.hook(agent, &payload);
+            s.push_str(&format!("=== {what}\n{}\n", self.show(&o)));
+        }
+        s
+    }
+}
+
+/// A policy where `wc` runs sandboxed, `cat`/`echo` unsandboxed, `git push` asks.
+fn policy(w: &World) {
+    w.put(
+        "pinfold.toml",
+        r#"[defaults]
+action = "ask"
+sandbox = "workspace"
+
+[[rules]]
+allow = "cat|echo|ls *"
+
+[[rules]]
+allow = "wc *"
+sandbox = "readonly"
+
+[[rules]]
+ask = "git push *"
+
+[[rules]]
+deny = "rm -r|-R|--recursive *"
+
+[sandbox.workspace]
+fs.write.allow = ["."]
+fs.write.deny = [".git/hooks", ".git/config", "pinfold.toml"]
+fs.read.deny = ["secret.txt", "~/.ssh"]
+
+[sandbox.readonly]
+fs.write.allow = []
+"#,
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Codex
+// ---------------------------------------------------------------------------------------------
+
+fn codex(w: &World, tool: &str, input: Value) -> Value {
+    // As Codex's hook runtime writes it (codex-rs/hooks PreToolUseCommandInput).
+    json!({
+        "session_id": "0199a213-81c0-7800-8aa1-bbab2a035a53",
+        "turn_id": "0199a213-81c0-7800-8aa1-bbab2a035a54",
+        "transcript_path": w.home.join(".codex/sessions/2026/01/01/rollout.jsonl"),
+        "cwd": w.proj,
+        "hook_event_name": "PreToolUse",
+        "model": "gpt-5-codex",
+        "permission_mode": "default",
+        "tool_name": tool,
+        "tool_input": input,
+        "tool_use_id": "call_x1Y2z3"
+    })
+}
+
+#[test]
+fn codex_payloads() {
+    let w = World::new();
+    policy(&w);
+    let patch_ok = "*** Begin Patch\n*** Add File: src/new.rs\n+fn main() {}\n*** End Patch\n";
+    let patch_hook = "*** Begin Patch\n*** Update File: src/lib.rs\n*** Move to: .git/hooks/pre-commit\n@@\n-a\n+b\n*** End Patch\n";
+    let s = w.cases(
+        "codex",
+        vec![
+            ("Bash allowed, one part sandboxed", codex(&w, "Bash", json!({"command": "cat a.txt | wc -l"}))),
+            ("Bash allowed, nothing to sandbox: allow + the same command", codex(&w, "Bash", json!({"command": "echo hi"}))),
+            ("Bash ask becomes deny", codex(&w, "Bash", json!({"command": "git push origin main"}))),
+            ("Bash deny", codex(&w, "Bash", json!({"command": "rm -rf build"}))),
+            ("apply_patch inside the project: no opinion", codex(&w, "apply_patch", json!({"command": patch_ok}))),
+            ("apply_patch moving a file into .git/hooks", codex(&w, "apply_patch", json!({"command": patch_hook}))),
+            ("apply_patch without file lines", codex(&w, "apply_patch", json!({"command": "garbage"}))),
+            ("MCP tool: no opinion", codex(&w, "mcp__fs__read", json!({"path": "/etc/passwd"}))),
+        ],
+    );
+    assert_snapshot!(s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gemini CLI
+// ---------------------------------------------------------------------------------------------
+
+fn gemini(w: &World, tool: &str, input: Value) -> Value {
+    json!({
+        "session_id": "8c3f2d10-5b7e-4a51-9d0e-6f2b1c7a9e30",
+        "transcript_path": w.home.join(".gemini/tmp/abc/chats/session.json"),
+        "cwd": w.proj,
+        "hook_event_name": "BeforeTool",
+        "timestamp": "2026-01-01T10:30:00.000Z",
+        "tool_name": tool,
+        "tool_input": input
+    })
+}
+
+#[test]
+fn gemini_payloads() {
+    let w = World::new();
+    policy(&w);
+    fs::create_dir_all(w.proj.join("sub")).unwrap();
+    let s = w.cases(
+        "gemini",
+        vec![
+            ("run_shell_command allowed, rewritten", gemini(&w, "run_shell_command", json!({"command": "wc -l a.txt && echo done", "description": "count"}))),
+            ("run_shell_command in dir_path", gemini(&w, "run_shell_command", json!({"command": "wc -l a.txt", "dir_path": "sub"}))),
+            ("run_shell_command ask becomes deny", gemini(&w, "run_shell_command", json!({"command": "git push"}))),
+            ("run_shell_command deny", gemini(&w, "run_shell_command", json!({"command": "rm -r /"}))),
+            ("write_file into .git/hooks", gemini(&w, "write_file", json!({"file_path": w.proj.join(".git/hooks/post-checkout"), "content": "x"}))),
+            ("replace inside: no opinion", gemini(&w, "replace", json!({"file_path": w.proj.join("src/a.rs"), "old_string": "a", "new_string": "b"}))),
+            ("read_file a secret", gemini(&w, "read_file", json!({"file_path": w.proj.join("secret.txt")}))),
+            ("search_file_content over the home directory", gemini(&w, "search_file_content", json!({"pattern": "KEY", "dir_path": w.home}))),
+            ("web_fetch: no opinion", gemini(&w, "web_fetch", json!({"prompt": "https://example.com"}))),
+        ],
+    );
+    assert_snapshot!(s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cursor
+// ---------------------------------------------------------------------------------------------
+
+fn cursor(w: &World, event: &str, fields: Value) -> Value {
+    let mut v = json!({
+        "conversation_id": "c0ffee00-1111-2222-3333-444455556666",
+        "generation_id": "9e1f0a2b-7777-8888-9999-aaaabbbbcccc",
+        "model": "claude-4.5-sonnet",
+        "hook_event_name": event,
+        "cursor_version": "2.1.0",
+        "workspace_roots": [w.proj],
+        "user_email": "dev@example.com",
+        "transcript_path": null
+    });
+    for (k, x) in fields.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
+#[test]
+fn cursor_payloads() {
+    let w = World::new();
+    policy(&w);
+    let s = w.cases(
+        "cursor",
+        vec![
+            ("preToolUse Shell, rewritten", cursor(&w, "preToolUse", json!({"tool_name": "Shell", "tool_input": {"command": "ls | wc -l", "cwd": w.proj}, "tool_use_id": "tool_1", "cwd": w.proj}))),
+            ("preToolUse Shell ask keeps the rewrite", cursor(&w, "preToolUse", json!({"tool_name": "Shell", "tool_input": {"command": "git push"}, "tool_use_id": "tool_2"}))),
+            ("preToolUse Shell deny", cursor(&w, "preToolUse", json!({"tool_name": "Shell", "tool_input": {"command": "rm -rf x"}, "tool_use_id": "tool_3"}))),
+            ("preToolUse Write .git/config", cursor(&w, "preToolUse", json!({"tool_name": "Write", "tool_input": {"file_path": w.proj.join(".git/config"), "contents": "x"}, "tool_use_id": "tool_4"}))),
+            ("preToolUse Read a secret", cursor(&w, "preToolUse", json!({"tool_name": "Read", "tool_input": {"file_path": "secret.txt"}, "tool_use_id": "tool_5"}))),
+            ("preToolUse other tool: no opinion", cursor(&w, "preToolUse", json!({"tool_name": "WebSearch", "tool_input": {"query": "x"}, "tool_use_id": "tool_6"}))),
+            ("beforeShellExecution, nothing to sandbox", cursor(&w, "beforeShellExecution", json!({"command": "echo hi", "cwd": w.proj}))),
+            ("beforeShellExecution, needs a sandbox: deny", cursor(&w, "beforeShellExecution", json!({"command": "wc -l a", "cwd": w.proj}))),
+            ("beforeShellExecution ask", cursor(&w, "beforeShellExecution", json!({"command": "git push", "cwd": w.proj}))),
+            ("beforeReadFile a secret", cursor(&w, "beforeReadFile", json!({"file_path": w.home.join(".ssh/id_ed25519"), "content": "-----BEGIN", "attachments": []}))),
+            ("beforeReadFile a source file", cursor(&w, "beforeReadFile", json!({"file_path": w.proj.join("src/main.rs"), "content": "fn main() {}", "attachments": []}))),
+            ("afterFileEdit: no opinion", cursor(&w, "afterFileEdit", json!({"file_path": w.proj.join("a"), "edits": []}))),
+        ],
+    );
+    assert_snapshot!(s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Copilot CLI
+// ---------------------------------------------------------------------------------------------
+
+fn copilot(w: &World, tool: &str, args: Value) -> Value {
+    // The documented camelCase payload; `toolArgs` is a JSON string.
+    json!({
+        "sessionId": "6d1b2c3a-0000-4000-8000-000000000001",
+        "timestamp": 1704614600000u64,
+        "cwd": w.proj,
+        "toolName": tool,
+        "toolArgs": args.to_string()
+    })
+}
+
+#[test]
+fn copilot_payloads() {
+    let w = World::new();
+    policy(&w);
+    let mut object_args = copilot(&w, "bash", json!({}));
+    object_args["toolArgs"] = json!({"command": "wc -l a", "description": "count"});
+    let s = w.cases(
+        "copilot",
+        vec![
+            ("bash allowed, rewritten", copilot(&w, "bash", json!({"command": "cat a | wc -l", "description": "count lines"}))),
+            ("bash with toolArgs as an object", object_args),
+            ("bash ask", copilot(&w, "bash", json!({"command": "git push --force"}))),
+            ("bash deny", copilot(&w, "bash", json!({"command": "rm -rf dist", "description": "Clean build directory"}))),
+            ("edit .git/hooks", copilot(&w, "edit", json!({"path": ".git/hooks/pre-push", "old_str": "a", "new_str": "b"}))),
+            ("create inside: no opinion", copilot(&w, "create", json!({"path": "src/new.rs", "file_text": "x"}))),
+            ("view a secret", copilot(&w, "view", json!({"path": "secret.txt"}))),
+            ("grep the home directory", copilot(&w, "grep", json!({"pattern": "KEY", "path": w.home}))),
+            ("web_fetch: no opinion", copilot(&w, "web_fetch", json!({"url": "https://example.com"}))),
+        ],
+    );
+    assert_snapshot!(s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fail closed, per protocol
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn fail_closed_every_agent() {
+    let w = World::new();
+    let mut s = String::new();
+    let big = format!("{{\"padding\": \"{}\"}}", "x".repeat(2 * 1024 * 1024));
+    let inputs: Vec<(&str, Vec<u8>)> = vec![
+        ("invalid JSON", b"{\"tool_name\": ".to_vec()),
+        ("2 MB input", big.into_bytes()),
+        ("empty input", Vec::new()),
+    ];
+    for agent in ["codex", "gemini", "cursor", "copilot"] {
+        for (what, input) in &inputs {
+            let o = w.run(&["hook", agent], input);
+            assert_eq!(o.stderr.lines().count(), 1, "{agent} {what}: {}", o.stderr);
+            match agent {
+                // Exit 2 blocks in Codex and Gemini CLI.
+                "codex" | "gemini" => {
+                    assert_eq!(o.code, 2, "{agent} {what}");
+                    assert!(o.stdout.is_empty());
+                }
+                // Cursor and Copilot let a failed hook through: a deny on stdout, exit 0.
+                "cursor" => {
+                    assert_eq!(o.code, 0);
+                    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+                    assert_eq!(v["permission"], "deny", "{agent} {what}");
+                }
+                _ => {
+                    assert_eq!(o.code, 0);
+                    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+                    assert_eq!(v["permissionDecision"], "deny", "{agent} {what}");
+                }
+            }
+        }
+    }
+    // Missing fields, a missing directory, a broken policy: one of each per agent.
+    let cases: Vec<(&str, &str, Value)> = vec![
+        ("codex", "missing tool_input", json!({"hook_event_name": "PreToolUse", "tool_name": "Bash", "cwd": w.proj})),
+        ("codex", "cwd does not exist", json!({"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "ls"}, "cwd": "/nonexistent"})),
+        ("gemini", "missing command", json!({"hook_event_name": "BeforeTool", "tool_name": "run_shell_command", "tool_input": {}, "cwd": w.proj})),
+        ("cursor", "missing hook_event_name", json!({"tool_name": "Shell", "tool_input": {"command": "ls"}})),
+        ("cursor", "preToolUse Write without a path", json!({"hook_event_name": "preToolUse", "tool_name": "Write", "tool_input": {"contents": "x"}, "cwd": w.proj})),
+        ("copilot", "toolArgs not JSON", json!({"toolName": "bash", "toolArgs": "{not json", "cwd": w.proj})),
+        ("copilot", "the snake_case payload", json!({"hook_event_name": "PreToolUse", "tool_name": "bash", "tool_input": {"command": "ls"}, "cwd": w.proj})),
+    ];
+    for (agent, what, payload) in cases {
+        s.push_str(&format!("=== {agent}: {what}\n{}\n", w.show(&w.hook(agent, &payload))));
+    }
+    w.put("pinfold.toml", "[[rules]]\nallow = \n");
+    s.push_str(&format!("=== copilot: broken policy\n{}\n", w.show(&w.hook("copilot", &copilot(&w, "bash", json!({"command": "ls"}))))));
+    s.push_str(&format!("=== gemini: broken policy\n{}\n", w.show(&w.hook("gemini", &gemini(&w, "run_shell_command", json!({"command": "ls"}))))));
+    assert_snapshot!(s);
+}
+
+/// The rewritten command from one agent, run by bash: the sandboxed part cannot write outside.
+#[test]
+fn rewritten_commands_run() {
+    let w = World::new();
+    w.put(
+        "pinfold.toml",
+        "[defaults]\naction = \"ask\"\n\n[[rules]]\nallow = \"printf *\"\n\n[[rules]]\nallow = \"touch *\"\nsandbox = \"box\"\n\n[sandbox.box]\nfs.write.allow = [\".\"]\n",
+    );
+    let outside = w.root.join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    let cmd = format!("printf hi > {0}/plain.txt; touch {0}/boxed.txt; touch inside.txt", outside.display());
+    for (agent, payload, pick) in [
+        ("codex", codex(&w, "Bash", json!({"command": cmd})), "/hookSpecificOutput/updatedInput/command"),
+        ("gemini", gemini(&w, "run_shell_command", json!({"command": cmd})), "/hookSpecificOutput/tool_input/command"),
+        ("cursor", cursor(&w, "preToolUse", json!({"tool_name": "Shell", "tool_input": {"command": cmd}})), "/updated_input/command"),
+        ("copilot", copilot(&w, "bash", json!({"command": cmd})), "/modifiedArgs/command"),
+    ] {
+        let _ = fs::remove_file(outside.join("plain.txt"));
+        let o = w.hook(agent, &payload);
+        let v: Value = serde_json::from_str(&o.stdout).unwrap_or_else(|_| panic!("{agent}: {}", o.stderr));
+        let rewritten = v.pointer(pick).and_then(Value::as_str).unwrap_or_else(|| panic!("{agent}: {v}"));
+        let r = Command::new("bash").arg("-c").arg(rewritten).current_dir(&w.proj).env("HOME", &w.home).env("XDG_STATE_HOME", w.root.join("state")).env("XDG_CONFIG_HOME", w.home.join(".config")).env("PINFOLD_CACHE_DIR", w.root.join("cache")).output().unwrap();
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(fs::read_to_string(outside.join("plain.txt")).unwrap_or_default(), "hi", "{agent}: {err}");
+        assert!(!outside.join("boxed.txt").exists(), "{agent}: the sandboxed part wrote outside its roots");
+        assert!(w.proj.join("inside.txt").exists(), "{agent}: {err}");
+        fs::remove_file(w.proj.join("inside.txt")).unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// pinfold init
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn init_every_agent_project_scope_idempotent() {
+    let w = World::new();
+    // An existing Claude Code file with other settings and another hook, keys unsorted.
+    w.put(
+        ".claude/settings.json",
+        r#"{
+  "permissions": {"allow": ["Bash(npm run test:*)"]},
+  "hooks": {
+    "PreToolUse": [
+      {"matcher": "Bash", "hooks": [{"type": "command", "command": "./lint.sh", "timeout": 5}]}
+    ],
+    "Stop": []
+  },
+  "model": "opus",
+  "apiKeyHelper": null,
+  "cleanupPeriodDays": 1.5e1
+}
+"#,
+    );
+    let mut s = String::new();
+    for agent in ["claude-code", "codex", "gemini", "cursor", "copilot"] {
+        let o = w.run(&["init", "--agent", agent], b"");
+        assert_eq!(o.code, 0, "{agent}: {}", o.stderr);
+        s.push_str(&format!("=== {agent}\n{}", w.redact(&o.stdout)));
+    }
+    let files = [".claude/settings.json", ".codex/hooks.json", ".gemini/settings.json", ".cursor/hooks.json", ".github/hooks/pinfold.json"];
+    let before: Vec<String> = files.iter().map(|f| fs::read_to_string(w.proj.join(f)).unwrap()).collect();
+    // Twice: nothing changes.
+    for agent in ["claude-code", "codex", "gemini", "cursor", "copilot"] {
+        let o = w.run(&["init", "--agent", agent], b"");
+        assert!(o.stdout.contains("already installed"), "{agent}: {}", o.stdout);
+    }
+    let after: Vec<String> = files.iter().map(|f| fs::read_to_string(w.proj.join(f)).unwrap()).collect();
+    assert_eq!(before, after);
+    for (f, text) in files.iter().zip(&before) {
+        s.push_str(&format!("=== {f}\n{}", w.redact(text)));
+    }
+    assert_snapshot!(s);
+}
+
+#[test]
+fn init_updates_a_moved_binary_in_place() {
+    let w = World::new();
+    w.put(
+        ".codex/hooks.json",
+        r#"{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "/old/bin/pinfold hook codex"}]}]}}"#,
+    );
+    let o = w.run(&["init", "--agent", "codex"], b"");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: Value = serde_json::from_str(&fs::read_to_string(w.proj.join(".codex/hooks.json")).unwrap()).unwrap();
+    let groups = v["hooks"]["PreToolUse"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{v}");
+    assert_eq!(w.redact(groups[0]["hooks"][0]["command"].as_str().unwrap()), "pinfold hook codex");
+}
+
+#[test]
+fn init_refuses_invalid_json_and_detects_agents() {
+    let w = World::new();
+    let text = "{\n  // a comment\n  \"model\": \"x\"\n}\n";
+    w.put(".gemini/settings.json", text);
+    let o = w.run(&["init", "--agent", "gemini"], b"");
+    assert_eq!(o.code, 2);
+    assert_eq!(fs::read_to_string(w.proj.join(".gemini/settings.json")).unwrap(), text, "the file was changed");
+    let mut s = format!("=== invalid JSON\n{}\n", w.show(&o));
+    // Nothing to detect in a bare project.
+    let bare = World::new();
+    s.push_str(&format!("=== nothing detected\n{}\n", bare.show(&bare.run(&["init"], b""))));
+    // Detection installs for the agents whose directories exist, in the user scope too.
+    let w = World::new();
+    fs::create_dir_all(w.proj.join(".claude")).unwrap();
+    fs::create_dir_all(w.proj.join(".cursor")).unwrap();
+    s.push_str(&format!("=== detected in the project\n{}\n", w.show(&w.run(&["init"], b""))));
+    fs::create_dir_all(w.home.join(".codex")).unwrap();
+    fs::create_dir_all(w.home.join(".copilot")).unwrap();
+    s.push_str(&format!("=== detected for the user\n{}\n", w.show(&w.run(&["init", "--scope", "user"], b""))));
+    let copilot = fs::read_to_string(w.home.join(".copilot/settings.json")).unwrap();
+    s.push_str(&format!("=== ~/.copilot/settings.json\n{}", w.redact(&copilot)));
+    assert_snapshot!(s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// pinfold import claude-code
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn import_claude_code() {
+    let w = World::new();
+    w.put(
+        ".claude/settings.json",
+        r#"{"permissions": {
+  "allow": ["Bash(npm run test:*)", "Bash(git status)", "Bash(git log *)", "Bash(ls*)", "Bash(git commit -m \"wip\")", "Read(./src/**)", "WebFetch(domain:example.com)"],
+  "ask": ["Bash(git push:*)", "Bash(docker * --privileged)"],
+  "deny": ["Bash(rm -rf:*)", "Bash(curl * | sh)", "Bash(* --help)", "Read(./.env)", "Bash"]
+}}"#,
+    );
+    w.put(
+        ".claude/settings.local.json",
+        r#"{"permissions": {"allow": ["Bash(npm run test:*)", "Bash(echo \"a b\")", "Bash(make [all])", "mcp__github__create_issue"]}}"#,
+    );
+    let o = w.run(&["import", "claude-code"], b"");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // The output is a valid policy, and it judges as Claude Code did.
+    w.put("pinfold.toml", &o.stdout);
+    let v = w.run(&["validate"], b"");
+    assert_eq!(v.code, 0, "{}\n{}", v.stderr, o.stdout);
+    let mut s = format!("{}\n=== verdicts\n", o.stdout);
+    for cmd in ["npm run test", "npm run test:unit --watch", "git status", "git status -s", "git log --oneline", "lsof", "git push -f", "rm -rf build", "rm -fr build", "ls -la", "docker run --privileged x", "npm run test && rm -rf ~"] {
+        let c = w.run(&["check", "--", cmd], b"");
+        s.push_str(&format!("{cmd}: {}", c.stdout));
+    }
+    assert_snapshot!(s);
+    // No settings at all: a clear error.
+    let bare = World::new();
+    let o = bare.run(&["import", "claude-code"], b"");
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("no .claude/settings.json"), "{}", o.stderr);
+}
