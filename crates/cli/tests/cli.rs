@@ -174,6 +174,16 @@ fn help_exec() {
 }
 
 #[test]
+fn help_hook_init_import() {
+    let w = World::new();
+    for sub in ["hook", "init", "import"] {
+        let o = w.run(&[sub, "--help"]);
+        assert_eq!(o.code, 0, "{sub}");
+        insta::assert_snapshot!(format!("help_{sub}"), o.show());
+    }
+}
+
+#[test]
 fn help_doctor() {
     let w = World::new();
     let o = w.run(&["doctor", "--help"]);
