@@ -62,7 +62,8 @@ pub(super) fn string_field<'a>(input: &'a Map<String, Value>, key: &str, tool: &
     input.get(key).and_then(Value::as_str).ok_or_else(|| Error::new(format!("the {tool} call has no `{key}` string")))
 }
 
-fn output(decision: Action, reason: &str, updated: Option<Value>) -> String {
+/// The PreToolUse answer (Codex reads the same shape).
+pub(super) fn output(decision: Action, reason: &str, updated: Option<Value>) -> String {
     let mut o = json!({
         "hookEventName": "PreToolUse",
         "permissionDecision": decision.as_str(),
@@ -74,7 +75,7 @@ fn output(decision: Action, reason: &str, updated: Option<Value>) -> String {
     json!({ "hookSpecificOutput": o }).to_string()
 }
 
-fn deny(reason: &str) -> String {
+pub(super) fn deny(reason: &str) -> String {
     output(Action::Deny, reason, None)
 }
 

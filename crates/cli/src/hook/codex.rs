@@ -16,7 +16,7 @@
 use std::path::Path;
 
 use pinfold_policy::config::Action;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::claude::string_field;
 use super::core;
@@ -68,21 +68,8 @@ pub fn patch_files(patch: &str) -> Vec<&str> {
         .collect()
 }
 
-fn output(decision: Action, reason: &str, updated: Option<Value>) -> String {
-    let mut o = json!({
-        "hookEventName": "PreToolUse",
-        "permissionDecision": decision.as_str(),
-        "permissionDecisionReason": format!("pinfold: {reason}"),
-    });
-    if let Some(u) = updated {
-        o["updatedInput"] = u;
-    }
-    json!({ "hookSpecificOutput": o }).to_string()
-}
-
-fn deny(reason: &str) -> String {
-    output(Action::Deny, reason, None)
-}
+// Codex answers in Claude Code's PreToolUse shape.
+use super::claude::{deny, output};
 
 fn bash(input: &Map<String, Value>, cwd: &Path) -> Result<String, Error> {
     let command = string_field(input, "command", "Bash")?;
