@@ -1,6 +1,7 @@
 //! `pinfold`: the command line. Thin glue: parse flags, load configuration, call the crates,
 //! map outcomes to exit codes and output. Exit codes are documented in [`exit`].
 
+mod audit;
 mod check;
 mod exec;
 mod exit;
@@ -79,6 +80,9 @@ enum Command {
     /// Turn another tool's permission rules into pinfold rules (printed as TOML).
     #[command(after_help = "Exit status: 0 printed, 2 usage error or a settings file that cannot be read.")]
     Import(hook::import::ImportArgs),
+    /// Read and verify the audit ledger: every decision pinfold recorded, hash-chained and
+    /// signed (docs/ledger.md).
+    Audit(audit::AuditArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -157,6 +161,7 @@ fn run(cli: Cli) -> Result<i32, anyhow_lite::Error> {
         Command::Hook(args) => hook::run(args),
         Command::Init(args) => hook::init::run(args),
         Command::Import(args) => hook::import::run(args),
+        Command::Audit(args) => audit::run(args),
         Command::Validate(args) => {
             let file = args.file.or(args.config);
             let policy = load_policy(file.as_deref(), args.cwd.as_deref(), false)?;
