@@ -246,6 +246,8 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
     }
     match result {
         Ok(outcome) => {
+            // pinfold exits right after: the sandbox's last process need not be waited for.
+            outcome.leave_unreaped();
             if let Some(f) = &args.report {
                 let json = serde_json::to_string_pretty(&outcome.report).expect("the report serialises");
                 std::fs::write(f, json + "\n").map_err(|e| Error::new(format!("cannot write the report to {}", f.display())).cause(e))?;

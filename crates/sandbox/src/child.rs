@@ -1,26 +1,28 @@
-//! The confined side: the helper, the sandbox's init, and the command.
+//! The confined side: the sandbox's init, the command, and (re-exec path only) a helper.
 //!
-//! `pinfold exec` re-executes itself as `pinfold __sandbox-helper run SPEC_FD REPORT_FD`: a
-//! fresh, single-threaded process (Landlock and seccomp apply per thread, and the setup
-//! allocates after fork, which is only sound without other threads). Then:
+//! A single-threaded parent clones init straight into new user and pid namespaces
+//! ([`init_in_fork`]); a multi-threaded one re-executes pinfold as `pinfold __sandbox-helper
+//! run SPEC_FD REPORT_FD` (a fresh, single-threaded process: Landlock and seccomp apply per
+//! thread, and the setup allocates after fork, which is only sound without other threads),
+//! which makes the namespaces and forks init. Then:
 //!
-//! 1. **helper**: `unshare` user, pid, ipc, uts (and net when the network is known to be
-//!    off) namespaces; map its own uid and gid; ask to be killed with its parent; fork.
-//! 2. **init** (pid 1 of the new pid namespace): ask to die with the helper; `unshare` a
-//!    mount namespace; build the policy-independent part of the mount tree; get the spec;
-//!    join a new network namespace when the network is off; build the rest of the tree and
-//!    pivot into it ([`crate::mounts`]); fork.
+//! 1. **init** (pid 1 of the new pid namespace): ask to die with its parent; map its own uid
+//!    and gid; `unshare` mount, ipc and uts namespaces (and net when the network is known to
+//!    be off); build the policy-independent part of the mount tree; get the spec; join a new
+//!    network namespace when the network is off; build the rest of the tree and pivot into it
+//!    ([`crate::mounts`]); fork. (Through the helper, the helper makes the user, pid, ipc,
+//!    uts and net namespaces and init only the mount one.)
 //!
-//! A helper started ahead of its policy ([`crate::Prestart`], forked before the parent has
-//! judged the command) does steps 1 and 2 up to the spec while the parent judges, and init
-//! reads the spec from a pipe. As the network is not known yet, the helper, once init is
-//! forked, moves itself into a new network namespace while init mounts, and init joins it
-//! (through a pidfd of the helper) if the spec says the network is off: the namespace takes
-//! the kernel about 0.3 ms to make, the most of any step, and this way it is made in
-//! parallel. With the network on, it is simply never joined.
-//! 3. **command**: new session; close stray descriptors; Landlock; no_new_privs;
+//! A sandbox started ahead of its policy ([`crate::Prestart`], cloned before the parent has
+//! judged the command) does step 1 up to the spec while the parent judges, and init reads the
+//! spec from a pipe. As the network is not known yet, a thread of init makes a network
+//! namespace of its own while init mounts (namespaces belong to threads), and init joins it
+//! if the spec says the network is off: the namespace takes the kernel about 0.3 ms to make,
+//! the most of any step, and this way it is made in parallel. With the network on, it is
+//! simply dropped.
+//! 2. **command**: new session; close stray descriptors; Landlock; no_new_privs;
 //!    drop every capability; seccomp last; report; `execve`.
-//! 4. init forwards signals to the command, reaps every process, and exits with the
+//! 3. init forwards signals to the command, reaps every process, and exits with the
 //!    command's status when it ends — which kills anything the command left behind, since
 //!    the pid namespace dies with its init.
 //!
@@ -134,11 +136,35 @@ fn run(args: &[String]) -> i32 {
     helper(Base::of(&spec), Late::Known(spec), rep)
 }
 
-/// The helper proper, whether reached by re-exec or by fork from a single-threaded parent.
-pub(crate) fn helper_in_fork(base: Base, late: Late, report: std::fs::File) -> ! {
-    sys::exit_now(helper(base, late, Reporter(Some(report))))
+/// init started directly from a single-threaded parent by [`sys::clone_into_namespaces`]
+/// (new user and pid namespaces): no helper process in between. Never returns.
+pub(crate) fn init_in_fork(base: Base, late: Late, report: std::fs::File) -> ! {
+    let mut rep = Reporter(Some(report));
+    // Die with `pinfold exec`.
+    let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+    if let Err(e) = write_id_maps(base.uid, base.gid) {
+        rep.fail(format!("map uid {} and gid {}: {e}", base.uid, base.gid));
+    }
+    // The other namespaces, owned by the new user namespace; the network one too when the
+    // network is known to be off.
+    let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+    if matches!(&late, Late::Known(spec) if spec.network_off) {
+        flags |= libc::CLONE_NEWNET;
+    }
+    if let Err(e) = sys::unshare(flags) {
+        rep.fail(format!("create namespaces: {e}"));
+    }
+    // Prestarted: the network is not known yet. A thread makes a network namespace while
+    // init mounts (the kernel takes about 0.3 ms for one, the most of any step); init joins
+    // it if the spec says the network is off (see `NetOffer`).
+    let net = match &late {
+        Late::Pipe(_) => NetOffer::start(),
+        Late::Known(_) => None,
+    };
+    init(base, late, net, rep)
 }
 
+/// The helper of the re-exec path: new namespaces, then init as its child.
 fn helper(base: Base, late: Late, mut rep: Reporter) -> i32 {
     // Signals for init are taken here from now on, so none is lost between fork and the
     // forwarding loop.
@@ -158,26 +184,20 @@ fn helper(base: Base, late: Late, mut rep: Reporter) -> i32 {
         rep.fail(format!("map uid {} and gid {}: {e}", base.uid, base.gid));
     }
     let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
-    // Prestarted: a network namespace made here, for init to join (see the module doc).
-    let net = match &late {
-        Late::Pipe(_) => sys::pidfd_open(std::process::id() as libc::pid_t).ok().zip(sys::pipe().ok()),
-        Late::Known(_) => None,
-    };
     let pid = match sys::fork() {
         Ok(p) => p,
         Err(e) => rep.fail(format!("fork init: {e}")),
     };
     if pid == 0 {
         drop(sigfd);
-        let net = net.map(|(helper, (ready_r, _))| NetOffer { helper, ready: std::fs::File::from(ready_r) });
-        init(base, late, net, rep)
+        // Die with the helper (and so with `pinfold exec`).
+        let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+        if let Err(e) = sys::unshare(libc::CLONE_NEWNS) {
+            rep.fail(format!("create a mount namespace: {e}"));
+        }
+        init(base, late, None, rep)
     }
     drop(rep);
-    if let Some((_, (_, ready_w))) = net {
-        // One byte: whether the namespace is there to join.
-        let made = sys::unshare(libc::CLONE_NEWNET).is_ok();
-        let _ = std::fs::File::from(ready_w).write_all(if made { b"1" } else { b"0" });
-    }
     // The helper's only job now: pass signals on to init and return its status.
     supervise(pid, &sigfd)
 }
@@ -227,33 +247,38 @@ fn code_of(status: libc::c_int) -> i32 {
     }
 }
 
-/// A network namespace the helper makes in parallel: `ready` gives one byte when it is made
-/// (`1`) or could not be (`0`); `helper` is a pidfd of the helper, whose namespace to join.
-struct NetOffer {
-    helper: OwnedFd,
-    ready: std::fs::File,
-}
+/// A network namespace made in parallel by a thread of init: the thread unshares its own
+/// network namespace (namespaces belong to threads) and hands back a descriptor of it.
+struct NetOffer(std::thread::JoinHandle<std::io::Result<std::fs::File>>);
 
 impl NetOffer {
-    /// Join the helper's new network namespace; false if there is none.
-    fn join(mut self) -> bool {
-        let mut b = [0u8; 1];
-        matches!(self.ready.read(&mut b), Ok(1) if b[0] == b'1') && sys::setns_net(&self.helper).is_ok()
+    fn start() -> Option<NetOffer> {
+        std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(|| {
+                sys::unshare(libc::CLONE_NEWNET)?;
+                std::fs::File::open("/proc/thread-self/ns/net")
+            })
+            .ok()
+            .map(NetOffer)
+    }
+
+    /// Wait for the thread (init is single-threaded again after this); join its network
+    /// namespace when `use_it`. False if that was asked and could not be done.
+    fn finish(self, use_it: bool) -> bool {
+        match self.0.join() {
+            Ok(Ok(ns)) => !use_it || sys::setns_net_fd(&ns).is_ok(),
+            _ => !use_it,
+        }
     }
 }
 
 /// pid 1 of the sandbox.
 fn init(base: Base, late: Late, net: Option<NetOffer>, mut rep: Reporter) -> ! {
-    // Die with the helper (and so with `pinfold exec`).
-    let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
-    // 2. The mount tree, in a mount namespace of our own.
-    if let Err(e) = sys::unshare(libc::CLONE_NEWNS) {
-        rep.fail(format!("create a mount namespace: {e}"));
-    }
+    // 2. The mount tree, in the mount namespace of our own made before.
     if let Err(e) = mounts::build_base(&base.run_dir) {
         rep.fail(e);
     }
-    // Known from the start: the helper made the network namespace with the others.
     let net_pending = matches!(late, Late::Pipe(_));
     let spec = match late {
         Late::Known(spec) => spec,
@@ -269,8 +294,10 @@ fn init(base: Base, late: Late, net: Option<NetOffer>, mut rep: Reporter) -> ! {
         rep.fail(e);
     }
     // A prestarted sandbox learns only now whether the network is off: join the network
-    // namespace the helper made meanwhile, or make one here if it could not.
-    if net_pending && spec.network_off && !net.is_some_and(NetOffer::join) {
+    // namespace the thread made meanwhile, or make one here if it could not. (Known from the
+    // start, it was made with the other namespaces.)
+    let joined = net.is_some_and(|n| n.finish(spec.network_off));
+    if net_pending && spec.network_off && !joined {
         if let Err(e) = sys::unshare(libc::CLONE_NEWNET) {
             rep.fail(format!("create a network namespace: {e}"));
         }

@@ -57,8 +57,8 @@ use serde::{Deserialize, Serialize};
 pub use child::helper_main;
 pub use env::{is_secret_name, SECRET_PATTERNS};
 pub use landlock_layer::LandlockReport;
-/// A sandbox started before its policy is known: [`Prestart::begin`] forks the helper, which
-/// creates the namespaces and the policy-independent part of the mount tree while the caller
+/// A sandbox started before its policy is known: [`Prestart::begin`] clones init into new
+/// namespaces; it creates the others and the policy-independent part of the mount tree while the caller
 /// is still deciding what to run; [`Policy::run_prestarted`] then sends it the spec. Dropped
 /// unused, it is killed. What is enforced is the same either way.
 pub use parent::Prestart;
@@ -157,6 +157,21 @@ pub struct Outcome {
     /// command was not found, 126 when it could not be executed.
     pub code: i32,
     pub report: SandboxReport,
+    /// The sandbox's last process, killed and on its way out (the kernel tears down its
+    /// namespaces): reaped when the last clone of the outcome is dropped, unless
+    /// [`Outcome::leave_unreaped`] was called.
+    reaper: std::sync::Arc<parent::Reaper>,
+}
+
+impl Outcome {
+    /// For a process that exits right after the run (the `pinfold exec` CLI): do not wait
+    /// for the sandbox's last process to finish exiting. Everything that ran in the sandbox
+    /// is already dead and reaped; the kernel hands this one to the system's reaper when the
+    /// calling process exits. A process that goes on running should not call this: the
+    /// process would stay a zombie until it exits.
+    pub fn leave_unreaped(&self) {
+        self.reaper.forget();
+    }
 }
 
 /// Status of one enforcement layer.

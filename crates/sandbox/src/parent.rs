@@ -1,5 +1,5 @@
-//! The unconfined side: resolve the policy against the file system, start the helper, pass
-//! on signals, collect the report, clean up.
+//! The unconfined side: resolve the policy against the file system, start the sandbox (init,
+//! or the re-exec helper), pass on signals, collect the report, clean up.
 
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
@@ -297,7 +297,11 @@ pub(crate) fn run(policy: &Policy, argv: &[String], pre: Option<Prestart>) -> Re
     let tmpdir = run_dir.join("tmp");
     // Placeholders, so that deny paths that do not exist cannot be created.
     let mut created = Placeholders(Vec::new());
-    for (_, ph, is_dir) in &r.placeholders {
+    for (i, (_, ph, is_dir)) in r.placeholders.iter().enumerate() {
+        // Several deny paths may share one (`.git` for `.git/hooks` and `.git/config`).
+        if r.placeholders[..i].iter().any(|(_, p, _)| p == ph) {
+            continue;
+        }
         let made = if *is_dir {
             std::fs::DirBuilder::new().mode(0o755).create(ph)
         } else {
@@ -352,9 +356,9 @@ pub(crate) fn run(policy: &Policy, argv: &[String], pre: Option<Prestart>) -> Re
     if policy.private_tmp {
         report.writable.push(tmpdir.clone());
     }
-    let code = spawn_and_wait(&spec, &mut report, pre)?;
+    let (code, reaper) = spawn_and_wait(&spec, &mut report, pre)?;
     drop(created);
-    Ok(Outcome { code, report })
+    Ok(Outcome { code, report, reaper: std::sync::Arc::new(reaper) })
 }
 
 fn setup_err(step: &str) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
@@ -369,14 +373,20 @@ fn single_threaded() -> bool {
         .is_some_and(|n| n == "1")
 }
 
-/// Start the helper: by fork when this process is single-threaded (the child may then run
-/// ordinary Rust), else by re-executing pinfold (`PINFOLD_SANDBOX_REEXEC=1` forces that).
-fn start_helper(spec: &Spec, rep_w: std::os::fd::OwnedFd) -> Result<libc::pid_t, SandboxError> {
+/// The namespaces init is cloned into when this process starts it directly: a user
+/// namespace (init then has every capability in it, and makes the others it owns) and a pid
+/// namespace (which only a new process can enter).
+const INIT_NAMESPACES: libc::c_int = libc::CLONE_NEWUSER | libc::CLONE_NEWPID;
+
+/// Start the sandbox: when this process is single-threaded, by cloning init straight into
+/// new namespaces (the child may then run ordinary Rust); else by re-executing pinfold as a
+/// helper that makes the namespaces and forks init (`PINFOLD_SANDBOX_REEXEC=1` forces that).
+fn start_sandbox(spec: &Spec, rep_w: std::os::fd::OwnedFd) -> Result<libc::pid_t, SandboxError> {
     let force_exec = std::env::var_os("PINFOLD_SANDBOX_REEXEC").is_some_and(|v| v == "1");
     if !force_exec && single_threaded() {
-        let pid = sys::fork().map_err(setup_err("fork the sandbox helper"))?;
+        let pid = sys::clone_into_namespaces(INIT_NAMESPACES).map_err(|e| SandboxError::Child(with_hint(&format!("create namespaces: {e}"))))?;
         if pid == 0 {
-            crate::child::helper_in_fork(Base::of(spec), Late::Known(spec.clone()), std::fs::File::from(rep_w));
+            crate::child::init_in_fork(Base::of(spec), Late::Known(spec.clone()), std::fs::File::from(rep_w));
         }
         return Ok(pid);
     }
@@ -401,7 +411,7 @@ fn start_helper(spec: &Spec, rep_w: std::os::fd::OwnedFd) -> Result<libc::pid_t,
     Ok(child.id() as libc::pid_t)
 }
 
-/// A sandbox helper started before the policy is known; see [`crate::Prestart`].
+/// A sandbox (its init) started before the policy is known; see [`crate::Prestart`].
 #[derive(Debug)]
 pub struct Prestart {
     pid: libc::pid_t,
@@ -411,9 +421,9 @@ pub struct Prestart {
 }
 
 impl Prestart {
-    /// Fork the helper now, if this process is single-threaded (the only case where a fork
-    /// may go on running Rust); `None` otherwise, or when anything fails — the run then
-    /// starts its helper as usual.
+    /// Clone init now, if this process is single-threaded (the only case where a fork may
+    /// go on running Rust); `None` otherwise, or when anything fails — the run then
+    /// starts its sandbox as usual.
     pub fn begin() -> Option<Prestart> {
         if std::env::var_os("PINFOLD_SANDBOX_REEXEC").is_some_and(|v| v == "1") || !single_threaded() {
             return None;
@@ -422,34 +432,34 @@ impl Prestart {
         let run_dir = run_base(uid).ok()?;
         let (spec_r, spec_w) = sys::pipe().ok()?;
         let (rep_r, rep_w) = sys::pipe().ok()?;
-        let pid = sys::fork().ok()?;
+        let pid = sys::clone_into_namespaces(INIT_NAMESPACES).ok()?;
         if pid == 0 {
             // Only the parent writes the spec: init must see the pipe end when it is sent.
             drop(spec_w);
             drop(rep_r);
             let base = Base { run_dir, uid, gid };
-            crate::child::helper_in_fork(base, Late::Pipe(std::fs::File::from(spec_r)), std::fs::File::from(rep_w));
+            crate::child::init_in_fork(base, Late::Pipe(std::fs::File::from(spec_r)), std::fs::File::from(rep_w));
         }
         Some(Prestart { pid, run_dir, spec_w: Some(spec_w), rep_r: Some(rep_r) })
     }
 
-    /// Send the spec; the helper's pid and its report pipe.
+    /// Send the spec; init's pid and its report pipe.
     fn commit(mut self, spec: &Spec) -> (libc::pid_t, std::os::fd::OwnedFd) {
         if let Some(w) = self.spec_w.take() {
             let mut w = std::fs::File::from(w);
             if let Ok(json) = serde_json::to_vec(spec) {
-                // A helper that died early closes the pipe: the error shows in its report.
+                // An init that died early closes the pipe: the error shows in its report.
                 let _ = w.write_all(&json);
             }
         }
-        let rep = self.rep_r.take().expect("a prestarted helper has its report pipe until committed");
+        let rep = self.rep_r.take().expect("a prestarted sandbox has its report pipe until committed");
         let pid = std::mem::replace(&mut self.pid, 0);
         (pid, rep)
     }
 }
 
 impl Drop for Prestart {
-    /// Not used (the command was denied, say): the helper, and with it the sandbox, goes.
+    /// Not used (the command was denied, say): init, and with it the sandbox, goes.
     fn drop(&mut self) {
         if self.pid > 0 {
             let _ = sys::kill(self.pid, libc::SIGKILL);
@@ -458,16 +468,16 @@ impl Drop for Prestart {
     }
 }
 
-/// Start the helper (or use the prestarted one), pass on signals, read its report, wait.
-fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport, pre: Option<Prestart>) -> Result<i32, SandboxError> {
+/// Start the sandbox (or use the prestarted one), pass on signals, read its report, wait.
+fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport, pre: Option<Prestart>) -> Result<(i32, Reaper), SandboxError> {
     // Take forwarded signals from a signalfd while the command runs (Ctrl-C reaches us, the
-    // helper and the command alike; the command, in its own session, gets it from us).
+    // sandbox and the command alike; the command, in its own session, gets it from us).
     let sigfd = sys::signalfd_for(FORWARDED).map_err(setup_err("signalfd"))?;
     let started = match pre {
         Some(p) => Ok(p.commit(spec)),
         None => sys::pipe()
             .map_err(setup_err("create the report pipe"))
-            .and_then(|(rep_r, rep_w)| start_helper(spec, rep_w).map(|pid| (pid, rep_r))),
+            .and_then(|(rep_r, rep_w)| start_sandbox(spec, rep_w).map(|pid| (pid, rep_r))),
     };
     let (pid, rep_r) = match started {
         Ok(p) => p,
@@ -481,6 +491,7 @@ fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport, pre: Option<Prestart>
     let mut buf: Vec<u8> = Vec::new();
     let mut rep_open = true;
     let mut exited: Option<i32> = None;
+    let reaper = Reaper::default();
     let status = loop {
         let mut fds = vec![sigfd.as_raw_fd(), pidfd.as_raw_fd()];
         if rep_open {
@@ -503,10 +514,11 @@ fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport, pre: Option<Prestart>
             }
         }
         if let Some(code) = exited {
-            // Everything in the sandbox is dead and reaped; the helper only waits for the
-            // namespaces' teardown, which need not delay us.
+            // Everything in the sandbox is dead and reaped; what is left (init, or the
+            // re-exec helper) only waits for the namespaces' teardown, which need not delay
+            // us: it is reaped later (see `Reaper`).
             let _ = sys::kill(pid, libc::SIGKILL);
-            let _ = sys::waitpid(pid, 0);
+            reaper.0.store(pid, std::sync::atomic::Ordering::Relaxed);
             break (code << 8) & 0xff00;
         }
         if ready[1] {
@@ -547,7 +559,26 @@ fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport, pre: Option<Prestart>
     if !confined && code == SETUP_FAILED {
         return Err(SandboxError::Child("the helper ended before the command started".into()));
     }
-    Ok(code)
+    Ok((code, reaper))
+}
+
+/// The sandbox's last process (its pid, 0 for none), reaped on drop unless forgotten.
+#[derive(Debug, Default)]
+pub(crate) struct Reaper(std::sync::atomic::AtomicI32);
+
+impl Reaper {
+    pub(crate) fn forget(&self) {
+        self.0.store(0, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        let pid = *self.0.get_mut();
+        if pid > 0 {
+            let _ = sys::waitpid(pid, 0);
+        }
+    }
 }
 
 /// The `Exited` event, once its line is complete in `buf`.

@@ -123,6 +123,7 @@ const BPF_LD_W_ABS: u16 = 0x20;
 const BPF_JEQ_K: u16 = 0x15;
 const BPF_JGE_K: u16 = 0x35;
 const BPF_JSET_K: u16 = 0x45;
+#[cfg(test)]
 const BPF_JA: u16 = 0x05;
 const BPF_RET_K: u16 = 0x06;
 
@@ -147,6 +148,12 @@ fn ret(a: Action) -> libc::sock_filter {
 }
 
 /// Compile the rules that apply (all, or those for network-off too) into a BPF program.
+///
+/// After the architecture checks, the program is a binary search over the system call
+/// numbers that have rules (`jge` splits), ending in short leaves that test each number and
+/// its arguments: a call costs about log2(rules) comparisons rather than one per rule, and
+/// the kernel's install-time emulation (which finds the numbers it may allow without running
+/// the filter at all) walks as few instructions per number.
 pub fn compile(network_off: bool) -> Vec<libc::sock_filter> {
     let mut p = vec![
         ins(BPF_LD_W_ABS, 0, 0, OFF_ARCH),
@@ -156,48 +163,71 @@ pub fn compile(network_off: bool) -> Vec<libc::sock_filter> {
         ins(BPF_JGE_K, 0, 1, X32_BIT),
         ret(ENOSYS),
     ];
-    for r in RULES.iter().filter(|r| network_off || !r.network_off_only) {
-        let nr = r.nr as u32;
-        match r.cond {
-            Cond::Always => {
-                p.push(ins(BPF_JEQ_K, 0, 1, nr));
-                p.push(ret(r.action));
-            }
-            Cond::AnyBit { arg, mask } => {
-                // jeq nr ? next : skip 4 | ld arg | jset mask ? ret : reload | ret | ld nr
-                p.push(ins(BPF_JEQ_K, 0, 4, nr));
-                p.push(ins(BPF_LD_W_ABS, 0, 0, off_arg_low(arg)));
-                p.push(ins(BPF_JSET_K, 0, 1, mask));
-                p.push(ret(r.action));
-                p.push(ins(BPF_LD_W_ABS, 0, 0, OFF_NR));
-            }
-            Cond::OneOf { arg, values } => {
-                let n = values.len() as u8;
-                p.push(ins(BPF_JEQ_K, 0, n + 4, nr));
-                p.push(ins(BPF_LD_W_ABS, 0, 0, off_arg_low(arg)));
-                for (i, v) in values.iter().enumerate() {
-                    // Equal: jump to the ret (past the remaining checks and the `ja`).
-                    p.push(ins(BPF_JEQ_K, n - i as u8, 0, *v));
-                }
-                p.push(ins(BPF_JA, 0, 0, 1));
-                p.push(ret(r.action));
-                p.push(ins(BPF_LD_W_ABS, 0, 0, OFF_NR));
-            }
-            Cond::NoneOf { arg, values } => {
-                let n = values.len() as u8;
-                p.push(ins(BPF_JEQ_K, 0, n + 3, nr));
-                p.push(ins(BPF_LD_W_ABS, 0, 0, off_arg_low(arg)));
-                for (i, v) in values.iter().enumerate() {
-                    // Equal: allowed, jump past the ret to the reload.
-                    p.push(ins(BPF_JEQ_K, n - i as u8, 0, *v));
-                }
-                p.push(ret(r.action));
-                p.push(ins(BPF_LD_W_ABS, 0, 0, OFF_NR));
-            }
+    let mut rules: Vec<&Rule> = RULES.iter().filter(|r| network_off || !r.network_off_only).collect();
+    rules.sort_by_key(|r| r.nr);
+    p.extend(search(&rules));
+    p
+}
+
+/// Rules a leaf tests one after the other; above this, the range is split in two.
+const LEAF: usize = 3;
+
+/// The search over `rules` (sorted by number, one rule per number), with the number loaded.
+/// Every path ends in a `ret`; jumps are relative, so subtrees are placed as built.
+fn search(rules: &[&Rule]) -> Vec<libc::sock_filter> {
+    if rules.len() <= LEAF {
+        let mut out = Vec::new();
+        for r in rules {
+            let block = check_args(r);
+            out.push(ins(BPF_JEQ_K, 0, jump(block.len()), r.nr as u32));
+            out.extend(block);
+        }
+        out.push(ins(BPF_RET_K, 0, 0, RET_ALLOW));
+        return out;
+    }
+    let mid = rules.len() / 2;
+    let low = search(&rules[..mid]);
+    let high = search(&rules[mid..]);
+    // nr >= the first number of the upper half: skip the lower half.
+    let mut out = vec![ins(BPF_JGE_K, jump(low.len()), 0, rules[mid].nr as u32)];
+    out.extend(low);
+    out.extend(high);
+    out
+}
+
+/// A relative jump: classic BPF has 8 bits for it.
+fn jump(n: usize) -> u8 {
+    u8::try_from(n).expect("the seccomp program's jumps fit in 8 bits")
+}
+
+/// What follows a matched number: the rule's action, or its argument test, each path ending
+/// in a `ret`.
+fn check_args(r: &Rule) -> Vec<libc::sock_filter> {
+    let allow = ins(BPF_RET_K, 0, 0, RET_ALLOW);
+    match r.cond {
+        Cond::Always => vec![ret(r.action)],
+        Cond::AnyBit { arg, mask } => {
+            vec![ins(BPF_LD_W_ABS, 0, 0, off_arg_low(arg)), ins(BPF_JSET_K, 0, 1, mask), ret(r.action), allow]
+        }
+        Cond::OneOf { arg, values } => {
+            // Equal to one: jump over the remaining checks and the allow, to the ret.
+            let n = values.len();
+            let mut b = vec![ins(BPF_LD_W_ABS, 0, 0, off_arg_low(arg))];
+            b.extend(values.iter().enumerate().map(|(i, v)| ins(BPF_JEQ_K, jump(n - i), 0, *v)));
+            b.push(allow);
+            b.push(ret(r.action));
+            b
+        }
+        Cond::NoneOf { arg, values } => {
+            // Equal to one: allowed, jump over the remaining checks and the ret.
+            let n = values.len();
+            let mut b = vec![ins(BPF_LD_W_ABS, 0, 0, off_arg_low(arg))];
+            b.extend(values.iter().enumerate().map(|(i, v)| ins(BPF_JEQ_K, jump(n - i), 0, *v)));
+            b.push(ret(r.action));
+            b.push(allow);
+            b
         }
     }
-    p.push(ins(BPF_RET_K, 0, 0, RET_ALLOW));
-    p
 }
 
 /// Names of the rules in force, for the report.
@@ -211,6 +241,11 @@ mod tests {
 
     /// A classic-BPF interpreter for the instructions `compile` emits.
     fn run(prog: &[libc::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+        run_counted(prog, arch, nr, args).0
+    }
+
+    /// The decision and how many instructions it took.
+    fn run_counted(prog: &[libc::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> (u32, usize) {
         let mut data = [0u8; 64];
         data[0..4].copy_from_slice(&nr.to_le_bytes());
         data[4..8].copy_from_slice(&arch.to_le_bytes());
@@ -219,19 +254,76 @@ mod tests {
         }
         let mut a: u32 = 0;
         let mut pc = 0usize;
+        let mut steps = 0;
         loop {
             let i = prog[pc];
             pc += 1;
+            steps += 1;
             match i.code {
                 BPF_LD_W_ABS => a = u32::from_le_bytes(data[i.k as usize..i.k as usize + 4].try_into().unwrap()),
                 BPF_JEQ_K => pc += if a == i.k { i.jt } else { i.jf } as usize,
                 BPF_JGE_K => pc += if a >= i.k { i.jt } else { i.jf } as usize,
                 BPF_JSET_K => pc += if a & i.k != 0 { i.jt } else { i.jf } as usize,
                 BPF_JA => pc += i.k as usize,
-                BPF_RET_K => return i.k,
+                BPF_RET_K => return (i.k, steps),
                 c => panic!("unexpected opcode {c:#x}"),
             }
         }
+    }
+
+    /// The first compiler: a linear program, one test per rule in order. Kept as the
+    /// reference the search layout must agree with.
+    fn compile_linear(network_off: bool) -> Vec<libc::sock_filter> {
+        let mut p = vec![
+            ins(BPF_LD_W_ABS, 0, 0, OFF_ARCH),
+            ins(BPF_JEQ_K, 1, 0, AUDIT_ARCH_X86_64),
+            ret(ENOSYS),
+            ins(BPF_LD_W_ABS, 0, 0, OFF_NR),
+            ins(BPF_JGE_K, 0, 1, X32_BIT),
+            ret(ENOSYS),
+        ];
+        for r in RULES.iter().filter(|r| network_off || !r.network_off_only) {
+            let nr = r.nr as u32;
+            match r.cond {
+                Cond::Always => {
+                    p.push(ins(BPF_JEQ_K, 0, 1, nr));
+                    p.push(ret(r.action));
+                }
+                Cond::AnyBit { arg, mask } => {
+                    // jeq nr ? next : skip 4 | ld arg | jset mask ? ret : reload | ret | ld nr
+                    p.push(ins(BPF_JEQ_K, 0, 4, nr));
+                    p.push(ins(BPF_LD_W_ABS, 0, 0, off_arg_low(arg)));
+                    p.push(ins(BPF_JSET_K, 0, 1, mask));
+                    p.push(ret(r.action));
+                    p.push(ins(BPF_LD_W_ABS, 0, 0, OFF_NR));
+                }
+                Cond::OneOf { arg, values } => {
+                    let n = values.len() as u8;
+                    p.push(ins(BPF_JEQ_K, 0, n + 4, nr));
+                    p.push(ins(BPF_LD_W_ABS, 0, 0, off_arg_low(arg)));
+                    for (i, v) in values.iter().enumerate() {
+                        // Equal: jump to the ret (past the remaining checks and the `ja`).
+                        p.push(ins(BPF_JEQ_K, n - i as u8, 0, *v));
+                    }
+                    p.push(ins(BPF_JA, 0, 0, 1));
+                    p.push(ret(r.action));
+                    p.push(ins(BPF_LD_W_ABS, 0, 0, OFF_NR));
+                }
+                Cond::NoneOf { arg, values } => {
+                    let n = values.len() as u8;
+                    p.push(ins(BPF_JEQ_K, 0, n + 3, nr));
+                    p.push(ins(BPF_LD_W_ABS, 0, 0, off_arg_low(arg)));
+                    for (i, v) in values.iter().enumerate() {
+                        // Equal: allowed, jump past the ret to the reload.
+                        p.push(ins(BPF_JEQ_K, n - i as u8, 0, *v));
+                    }
+                    p.push(ret(r.action));
+                    p.push(ins(BPF_LD_W_ABS, 0, 0, OFF_NR));
+                }
+            }
+        }
+        p.push(ins(BPF_RET_K, 0, 0, RET_ALLOW));
+        p
     }
 
     fn errno(e: i32) -> u32 {
@@ -291,6 +383,71 @@ mod tests {
             let inet6 = run(&p, x, libc::SYS_socket as u32, [libc::AF_INET6 as u64, 2, 0, 0, 0, 0]);
             assert_eq!(inet6, if net_off { errno(libc::EAFNOSUPPORT) } else { RET_ALLOW });
         }
+    }
+
+    /// The search layout decides exactly as the linear program did, for every system call
+    /// number 0..=500 (and x32 and foreign-architecture ones), with argument values that
+    /// hit and miss every conditional rule.
+    #[test]
+    fn the_search_decides_as_the_linear_program() {
+        let mut values: Vec<u64> = vec![0, 1, 2, 3, 10, 16, 17, 0x1234, 0xffff_ffff, 0xffff_ffff_0000_0000, u64::MAX];
+        for r in RULES {
+            match r.cond {
+                Cond::Always => {}
+                Cond::AnyBit { mask, .. } => {
+                    values.extend((0..32).map(|b| 1u64 << b));
+                    values.push(u64::from(mask));
+                    values.push(u64::from(!mask));
+                    values.push(0xffff_ffff_0000_0000 | u64::from(mask));
+                }
+                Cond::OneOf { values: v, .. } | Cond::NoneOf { values: v, .. } => {
+                    for x in v {
+                        values.extend([u64::from(*x), u64::from(*x) + 1, u64::from(*x) - 1, 0xdead_0000_0000_0000 | u64::from(*x)]);
+                    }
+                }
+            }
+        }
+        values.extend(0..=45); // every address family
+        values.sort_unstable();
+        values.dedup();
+        let x = AUDIT_ARCH_X86_64;
+        for net_off in [true, false] {
+            let new = compile(net_off);
+            let old = compile_linear(net_off);
+            let mut calls = 0;
+            for arch in [x, 0x4000_0003 /* i386 */, 0xc000_00b7 /* aarch64 */, 0] {
+                for nr in (0..=500u32).chain([X32_BIT, X32_BIT | 1, X32_BIT | 16, X32_BIT | 41, u32::MAX, 0x8000_0000]) {
+                    let plain = [0u64; 6];
+                    assert_eq!(run(&new, arch, nr, plain), run(&old, arch, nr, plain), "nr {nr} arch {arch:#x} net_off {net_off}");
+                    calls += 1;
+                    if arch != x || !RULES.iter().any(|r| r.nr as u32 == nr && !matches!(r.cond, Cond::Always)) {
+                        continue;
+                    }
+                    for slot in 0..6 {
+                        for v in &values {
+                            let mut args = [0x5555_5555_5555_5555u64; 6];
+                            args[slot] = *v;
+                            assert_eq!(run(&new, arch, nr, args), run(&old, arch, nr, args), "nr {nr} args {args:x?} net_off {net_off}");
+                            calls += 1;
+                        }
+                    }
+                }
+            }
+            assert!(calls > 4 * 500);
+            // Far fewer instructions per call than the linear program's worst case.
+            let worst = |p: &[libc::sock_filter]| (0..=500).map(|nr| run_counted(p, x, nr, [0; 6]).1).max().unwrap();
+            let (w_new, w_old) = (worst(&new), worst(&old));
+            assert!(w_new <= 20 && 2 * w_new < w_old, "at most {w_new} instructions per call, {w_old} before");
+        }
+    }
+
+    #[test]
+    fn one_rule_per_system_call() {
+        let mut nrs: Vec<i64> = RULES.iter().map(|r| r.nr).collect();
+        nrs.sort_unstable();
+        let n = nrs.len();
+        nrs.dedup();
+        assert_eq!(nrs.len(), n, "the search layout assumes at most one rule per number");
     }
 
     #[test]

@@ -37,6 +37,36 @@ pub fn fork() -> io::Result<libc::pid_t> {
     if pid < 0 { Err(io::Error::last_os_error()) } else { Ok(pid) }
 }
 
+/// `clone(2)` like `fork`, with the child in new namespaces (`flags`: `CLONE_NEW*` only).
+/// Returns 0 in the child.
+///
+/// Called only by a single-threaded process, as [`fork`]. Unlike glibc's `fork` it runs no
+/// `pthread_atfork` handlers (pinfold registers none) and leaves glibc's cached thread id of
+/// the parent in the child; the child never uses it (no `pthread_kill`/`raise`: it reports
+/// failures on a pipe and leaves by `_exit`).
+pub fn clone_into_namespaces(flags: libc::c_int) -> io::Result<libc::pid_t> {
+    // SAFETY: a fork-like clone (no CLONE_VM, no new stack: the child runs on its own copy of
+    // the caller's memory, as after fork). The caller is single-threaded, so no lock is held
+    // by another thread and the child's copy of the heap is consistent.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r as libc::pid_t) }
+}
+
+/// `setns(2)` into the network namespace behind `fd` (a `/proc/…/ns/net` file).
+pub fn setns_net_fd(fd: &impl AsRawFd) -> io::Result<()> {
+    // SAFETY: no pointers; `fd` is an open namespace file.
+    check(unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
+}
+
 /// `mount(2)`.
 pub fn mount(src: Option<&Path>, dst: &Path, fstype: Option<&str>, flags: libc::c_ulong, data: Option<&str>) -> io::Result<()> {
     let src = src.map(cstr).transpose()?;
@@ -354,13 +384,6 @@ pub fn unblock_signals(signals: &[libc::c_int]) -> io::Result<()> {
         }
         check(libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut())).map(drop)
     }
-}
-
-/// Move the calling process into the network namespace of the process behind `pidfd`
-/// (`setns(2)` with a pidfd, Linux 5.8).
-pub fn setns_net(pidfd: &OwnedFd) -> io::Result<()> {
-    // SAFETY: no pointers; `pidfd` is an open pidfd.
-    check(unsafe { libc::setns(pidfd.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
 }
 
 /// `close_range(2)` (Linux 5.9): close every descriptor in `first..=last`.
