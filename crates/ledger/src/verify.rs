@@ -227,7 +227,12 @@ pub(crate) fn check_line(line: &[u8]) -> Result<Head<'_>, Fault> {
 /// [`check_line`] on every newline-terminated line of `log`, in order, split over the
 /// available cores. Small logs are checked on the calling thread.
 fn check_lines_parallel(log: &[u8]) -> Vec<Option<Result<Head<'_>, Fault>>> {
-    let lines: Vec<&[u8]> = log.split_inclusive(|&b| b == b'\n').filter_map(|l| l.strip_suffix(b"\n")).collect();
+    let mut lines: Vec<&[u8]> = Vec::new();
+    let mut start = 0;
+    for nl in memchr::memchr_iter(b'\n', log) {
+        lines.push(&log[start..nl]);
+        start = nl + 1;
+    }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
     if threads < 2 || lines.len() < 4096 {
         return lines.iter().map(|l| Some(check_line(l))).collect();
@@ -367,7 +372,7 @@ pub(crate) fn verify_bytes(log: &[u8], external: &[u8], key: Option<&VerifyingKe
         if rest.is_empty() {
             break;
         }
-        let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
+        let Some(nl) = memchr::memchr(b'\n', rest) else {
             report.torn = Some(Torn { offset: off, len: rest.len() as u64 });
             break;
         };
