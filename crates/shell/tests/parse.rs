@@ -1030,3 +1030,19 @@ fn trailing_redirect_binds_to_the_last_command() {
     assert!(tree.commands[0].redirects.is_empty());
     assert!(tree.commands[1..].iter().all(|c| c.redirects.len() == 1 && c.redirects[0].inherited));
 }
+
+/// The parser adds a newline to the text before handing it to tree-sitter (a speed fix for
+/// pipelines at the end of input); that must change nothing bash would do.
+#[test]
+fn the_added_newline_changes_nothing() {
+    for input in ["a | b | c", "cat x | grep y | wc -l > out", "echo a \\\\", "cat <<EOF\nhi\nEOF", "ls # note"] {
+        let plain = pinfold_shell::parse(input).unwrap();
+        let with_newline = pinfold_shell::parse(&format!("{input}\n")).unwrap();
+        assert_eq!(plain.source, input);
+        let argv = |t: &pinfold_shell::CommandTree| t.commands.iter().map(|c| (c.span.clone(), c.argv())).collect::<Vec<_>>();
+        assert_eq!(argv(&plain), argv(&with_newline), "{input:?}");
+    }
+    // A trailing unescaped backslash is a literal `\` to bash at the end of `-c` text, and a
+    // line continuation before a newline: the text is parsed as it is (and fails closed).
+    assert!(pinfold_shell::parse("echo a \\").is_err());
+}
