@@ -157,8 +157,14 @@ pub fn table(name: &str) -> Option<&'static Table> {
 
 /// The subcommand table for `cmd sub`, if any.
 pub fn sub_table(cmd: &str, sub: &str) -> Option<&'static Table> {
-    // Compared in two halves: no string is built (this runs once per reading).
-    TABLES.iter().find(|t| t.name.split_once(' ') == Some((cmd, sub)))
+    // Compared in place, no string built and no search (this runs once per reading).
+    let n = cmd.len();
+    TABLES.iter().find(|t| {
+        t.name.len() == n + 1 + sub.len()
+            && t.name.as_bytes()[n] == b' '
+            && t.name.starts_with(cmd)
+            && t.name.ends_with(sub)
+    })
 }
 
 /// What is known of one option in a command's context.
