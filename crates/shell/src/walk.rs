@@ -1080,7 +1080,14 @@ impl<'a> Walker<'a> {
             return;
         }
         // The inner text must outlive this call only while we walk it.
-        let owned: String = text.to_string();
+        // As for the whole input (see `parse`): a trailing newline spares tree-sitter its
+        // end-of-input search, except after an unescaped backslash.
+        let trailing_backslashes = text.len() - text.trim_end_matches('\\').len();
+        let owned: String = if text.ends_with('\n') || trailing_backslashes % 2 == 1 {
+            text.to_string()
+        } else {
+            format!("{text}\n")
+        };
         let tree = match syntax_tree(&owned, self.deadline, self.limits) {
             Ok(t) => t,
             Err(e) => {
