@@ -17,8 +17,16 @@ use serde_json::{json, Map, Value};
 use super::core;
 use crate::anyhow_lite::Error;
 
-/// The hook's answer for `input`; `None` for no opinion.
-pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
+/// A PreToolUse call as Claude Code and Codex send it.
+pub(super) struct PreToolUse {
+    pub tool: String,
+    pub input: Map<String, Value>,
+    pub cwd: std::path::PathBuf,
+}
+
+/// Read a PreToolUse payload; `None` when it is for another event (registered there by
+/// mistake: not ours to decide).
+pub(super) fn pre_tool_use(input: &[u8]) -> Result<Option<PreToolUse>, Error> {
     let payload: Value = serde_json::from_slice(input).map_err(|e| Error::new("the hook input is not valid JSON").cause(e))?;
     let Some(obj) = payload.as_object() else {
         return Err(Error::new("the hook input is not a JSON object"));
@@ -26,12 +34,18 @@ pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
     if let Some(ev) = obj.get("hook_event_name")
         && ev.as_str() != Some("PreToolUse")
     {
-        // Registered for another event by mistake: not ours to decide.
         return Ok(None);
     }
     let tool = obj.get("tool_name").and_then(Value::as_str).ok_or_else(|| Error::new("the hook input has no `tool_name`"))?;
     let tool_input = obj.get("tool_input").and_then(Value::as_object).ok_or_else(|| Error::new("the hook input has no `tool_input` object"))?;
     let cwd = core::cwd(obj.get("cwd"), "cwd")?;
+    Ok(Some(PreToolUse { tool: tool.to_string(), input: tool_input.clone(), cwd }))
+}
+
+/// The hook's answer for `input`; `None` for no opinion.
+pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
+    let Some(PreToolUse { tool, input: tool_input, cwd }) = pre_tool_use(input)? else { return Ok(None) };
+    let (tool, tool_input) = (tool.as_str(), &tool_input);
     match tool {
         "Bash" => bash(tool_input, &cwd).map(Some),
         "Write" | "Edit" | "MultiEdit" | "NotebookEdit" => {

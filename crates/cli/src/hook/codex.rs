@@ -23,16 +23,11 @@ use super::core;
 use crate::anyhow_lite::Error;
 
 pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
-    let payload: Value = serde_json::from_slice(input).map_err(|e| Error::new("the hook input is not valid JSON").cause(e))?;
-    let obj = payload.as_object().ok_or_else(|| Error::new("the hook input is not a JSON object"))?;
-    if let Some(ev) = obj.get("hook_event_name")
-        && ev.as_str() != Some("PreToolUse")
-    {
+    // Codex sends Claude Code's PreToolUse shape.
+    let Some(super::claude::PreToolUse { tool, input: tool_input, cwd }) = super::claude::pre_tool_use(input)? else {
         return Ok(None);
-    }
-    let tool = obj.get("tool_name").and_then(Value::as_str).ok_or_else(|| Error::new("the hook input has no `tool_name`"))?;
-    let tool_input = obj.get("tool_input").and_then(Value::as_object).ok_or_else(|| Error::new("the hook input has no `tool_input` object"))?;
-    let cwd = core::cwd(obj.get("cwd"), "cwd")?;
+    };
+    let (tool, tool_input) = (tool.as_str(), &tool_input);
     match tool {
         "Bash" => bash(tool_input, &cwd).map(Some),
         "apply_patch" => {
