@@ -42,8 +42,34 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// The binary under test. `PINFOLD_TEST_EXEC_BIN` swaps in another (e.g. a fake that runs
 /// commands unconfined, to check that every attack test can fail).
 fn pinfold_bin() -> String {
-    std::env::var("PINFOLD_TEST_EXEC_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_pinfold").to_string())
+    if let Ok(b) = std::env::var("PINFOLD_TEST_EXEC_BIN") {
+        return b;
+    }
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let built = PathBuf::from(env!("CARGO_BIN_EXE_pinfold"));
+        // uid 65534 must be able to run it (and pinfold re-executes itself): a checkout in a
+        // directory closed to others (`mktemp -d` makes 0700 ones) gets a copy in a
+        // world-traversable place, one per test process.
+        let reachable = built.ancestors().skip(1).all(|d| {
+            use std::os::unix::fs::PermissionsExt;
+            fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0)
+        });
+        if reachable {
+            return built.display().to_string();
+        }
+        let dir = std::env::temp_dir().join(format!("pinfold-test-bin-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("create the binary copy's directory");
+        let copy = dir.join("pinfold");
+        fs::copy(&built, &copy).expect("copy the pinfold binary");
+        {
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod");
+            fs::set_permissions(&copy, fs::Permissions::from_mode(0o755)).expect("chmod");
+        }
+        copy.display().to_string()
+    })
+    .clone()
 }
 /// The system Python (ctypes for raw syscalls); not a pyenv shim, which uid 65534 cannot use.
 const PY: &str = "/usr/bin/python3";
