@@ -8,8 +8,9 @@ use super::node::{Entry, Node, Pos, Value};
 use super::{Action, RuleSpec, TestCase};
 
 pub(crate) const TOP_KEYS: &[&str] = &[
-    "$schema", "extends", "defaults", "paths", "rules", "sandbox", "tests",
+    "$schema", "extends", "defaults", "paths", "rules", "sandbox", "tests", "audit",
 ];
+pub(crate) const AUDIT_KEYS: &[&str] = &["enabled", "redact_env"];
 pub(crate) const DEFAULTS_KEYS: &[&str] = &["action", "sandbox", "on_parse_error"];
 pub(crate) const RULE_KEYS: &[&str] = &[
     "allow", "ask", "deny", "message", "fix", "sandbox", "env", "tests",
@@ -32,6 +33,7 @@ pub(crate) struct Layer {
     pub rules: Vec<RuleSpec>,
     pub sandboxes: Vec<PresetDef>,
     pub tests: Vec<TestCase>,
+    pub audit: LayerAudit,
     /// Names this file uses that must be defined somewhere in the merged configuration.
     pub refs: Vec<Reference>,
 }
@@ -41,6 +43,13 @@ pub(crate) struct LayerDefaults {
     pub action: Option<Action>,
     pub sandbox: Option<String>,
     pub on_parse_error: Option<Action>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct LayerAudit {
+    /// `audit.enabled`, with where it was written (a project file may not turn recording off).
+    pub enabled: Option<(bool, Location)>,
+    pub redact_env: Vec<String>,
 }
 
 /// A path or glob as written, or a `<path:NAME>` reference (sandbox lists only).
@@ -241,6 +250,7 @@ pub(crate) fn decode(file: &str, doc: &Node<'_>) -> Result<Layer, ConfigError> {
                 }
             }
             "defaults" => d.defaults(&e.value, &path, &mut layer)?,
+            "audit" => d.audit(&e.value, &path, &mut layer)?,
             "paths" => {
                 for set in d.table(&e.value, &path)? {
                     let p = path.key(&set.key);
@@ -506,6 +516,18 @@ impl Decoder<'_> {
                     layer.defaults.on_parse_error = Some(action);
                 }
                 _ => return Err(self.unknown(e, path, DEFAULTS_KEYS)),
+            }
+        }
+        Ok(())
+    }
+
+    fn audit(&self, node: &Node<'_>, path: &KeyPath<'_>, layer: &mut Layer) -> Result<(), ConfigError> {
+        for e in self.table(node, path)? {
+            let p = path.key(&e.key);
+            match &*e.key {
+                "enabled" => layer.audit.enabled = Some((self.bool(&e.value, &p)?, self.loc(e.value.pos))),
+                "redact_env" => layer.audit.redact_env = self.env_names(&e.value, &p)?,
+                _ => return Err(self.unknown(e, path, AUDIT_KEYS)),
             }
         }
         Ok(())

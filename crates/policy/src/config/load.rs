@@ -7,7 +7,7 @@ use super::decode::{Item, Layer, PathSetDef, PresetDef, RefKind, decode};
 use super::error::{ConfigError, Location, did_you_mean};
 use super::node::SyntaxError;
 use super::{
-    Action, Config, Defaults, EMBEDDED_PRESETS, Format, LoadOptions, RuleSpec, SandboxPreset,
+    Action, Audit, Config, Defaults, EMBEDDED_PRESETS, Format, LoadOptions, RuleSpec, SandboxPreset,
     TestCase, embedded_preset,
 };
 
@@ -22,8 +22,10 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
     let project = find_project(&opts.cwd)?;
     let mut loader = Loader::new(opts, project.as_deref());
     for file in layers(opts, project.as_deref())? {
+        loader.from_project = project.as_deref().is_some_and(|p| file.parent() == p.parent());
         loader.load_path(&file, None)?;
     }
+    loader.from_project = false;
     if loader.merged.sources.is_empty() {
         loader.load_embedded("default", None)?;
     }
@@ -145,6 +147,8 @@ struct Merged {
     refs: Vec<super::decode::Reference>,
     sources: Vec<String>,
     files: Vec<PathBuf>,
+    audit_enabled: Option<bool>,
+    redact_env: Vec<String>,
 }
 
 struct Loader<'o> {
@@ -155,6 +159,9 @@ struct Loader<'o> {
     stack: Vec<(String, String)>,
     /// Files already merged: extended twice (a diamond) means loaded once.
     seen: HashSet<String>,
+    /// Whether the layer being loaded comes from the project (its `pinfold.*` or
+    /// `pinfold.local.*`, and what they extend): files an agent working there may have written.
+    from_project: bool,
 }
 
 impl<'o> Loader<'o> {
@@ -165,6 +172,7 @@ impl<'o> Loader<'o> {
             merged: Merged::default(),
             stack: Vec::new(),
             seen: HashSet::new(),
+            from_project: false,
         }
     }
 
@@ -307,6 +315,20 @@ impl<'o> Loader<'o> {
         }
         self.stack.pop();
         self.seen.insert(identity);
+        if let Some((false, location)) = &layer.audit.enabled
+            && self.from_project
+        {
+            return Err(ConfigError::Invalid {
+                location: location.clone(),
+                key_path: "audit.enabled".into(),
+                message: "a project policy cannot turn the audit ledger off".into(),
+                hint: Some(
+                    "files in the project can be written by the agent whose actions are recorded; \
+                     set `[audit] enabled = false` in $XDG_CONFIG_HOME/pinfold/config.toml or a `-c` file"
+                        .into(),
+                ),
+            });
+        }
         self.merged.sources.push(display);
         self.merge(layer);
         Ok(())
@@ -332,6 +354,14 @@ impl<'o> Loader<'o> {
         }
         m.tests.extend(layer.tests);
         m.refs.extend(layer.refs);
+        if let Some((enabled, _)) = layer.audit.enabled {
+            m.audit_enabled = Some(enabled);
+        }
+        for name in layer.audit.redact_env {
+            if !m.redact_env.contains(&name) {
+                m.redact_env.push(name);
+            }
+        }
     }
 
     /// Check references, resolve paths, apply built-in defaults.
@@ -418,6 +448,10 @@ impl<'o> Loader<'o> {
             files: m.files,
             project_root: root,
             home: self.opts.home.clone(),
+            audit: Audit {
+                enabled: m.audit_enabled.unwrap_or(true),
+                redact_env: m.redact_env,
+            },
         })
     }
 }

@@ -221,6 +221,17 @@ pub struct Config {
     /// Relative paths in every layer resolve against this directory.
     pub project_root: PathBuf,
     pub home: Option<PathBuf>,
+    pub audit: Audit,
+}
+
+/// `[audit]`: whether decisions are recorded in the ledger, and what to redact there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Audit {
+    /// Record to the ledger (default true). Only the user's own configuration or a `-c` file
+    /// may set false: a project file that tries is an error.
+    pub enabled: bool,
+    /// Environment variables whose values are secrets: any occurrence is redacted.
+    pub redact_env: Vec<String>,
 }
 
 /// Names of the embedded presets, usable as `extends = ["pinfold:NAME"]`.

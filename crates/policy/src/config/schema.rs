@@ -36,6 +36,22 @@ struct PolicyFile {
     /// Commands and the verdict the whole policy should give them.
     #[serde(default)]
     tests: Vec<TestFile>,
+    #[serde(default)]
+    audit: AuditFile,
+}
+
+/// The audit ledger: whether decisions are recorded, and which secrets to redact there.
+#[derive(JsonSchema, Default)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+struct AuditFile {
+    /// Record every check, hook decision and exec in the ledger (default true). Only the
+    /// user's configuration or a `-c` file may turn it off, not a project file.
+    #[serde(default)]
+    enabled: Option<bool>,
+    /// Environment variables whose values are secrets: redacted wherever they appear.
+    #[serde(default)]
+    redact_env: Vec<String>,
 }
 
 /// Settings for commands no rule decides.
@@ -232,6 +248,7 @@ mod tests {
             ("NetworkFile", NETWORK_KEYS),
             ("EnvFile", ENV_KEYS),
             ("TestFile", TEST_KEYS),
+            ("AuditFile", AUDIT_KEYS),
         ] {
             assert_eq!(keys(&def(name)), sorted(known), "{name}");
             assert_eq!(def(name)["additionalProperties"], false, "{name}");

@@ -947,3 +947,58 @@ fn load_speed() {
         fastest(|| toml::from_str::<toml::Table>(&text).unwrap())
     );
 }
+
+#[test]
+fn audit_is_on_unless_the_user_turns_it_off() {
+    let env = Env::new();
+    let c = load(&env.opts("proj")).unwrap();
+    assert_eq!(c.audit, Audit { enabled: true, redact_env: vec![] });
+
+    write(&env.root, "home/.config/pinfold/config.toml", "[audit]\nenabled = false\nredact_env = ['GITHUB_TOKEN']\n");
+    write(&env.root, "proj/pinfold.toml", "[audit]\nredact_env = ['NPM_TOKEN', 'GITHUB_TOKEN']\n");
+    let c = load(&env.opts("proj")).unwrap();
+    assert_eq!(c.audit, Audit { enabled: false, redact_env: vec!["GITHUB_TOKEN".into(), "NPM_TOKEN".into()] });
+
+    // The project may turn it back on, not off.
+    write(&env.root, "proj/pinfold.toml", "[audit]\nenabled = true\n");
+    assert!(load(&env.opts("proj")).unwrap().audit.enabled);
+}
+
+#[test]
+fn a_project_file_cannot_turn_the_audit_off() {
+    let env = Env::new();
+    for (file, text) in [
+        ("proj/pinfold.toml", "[audit]\nenabled = false\n"),
+        ("proj/pinfold.local.toml", "[audit]\nenabled = false\n"),
+    ] {
+        write(&env.root, "proj/pinfold.toml", "");
+        write(&env.root, file, text);
+        let err = load(&env.opts("proj/sub")).unwrap_err();
+        let ConfigError::Invalid { location, key_path, message, hint } = &err else { panic!("{err:?}") };
+        assert_eq!((location.line, location.col), (2, 11), "{file}");
+        assert_eq!(key_path, "audit.enabled");
+        assert!(message.contains("cannot turn the audit ledger off"), "{message}");
+        assert!(hint.as_deref().unwrap().contains("config.toml"));
+        let _ = std::fs::remove_file(env.root.join("proj/pinfold.local.toml"));
+    }
+    // Nor through a file it extends.
+    write(&env.root, "proj/off.toml", "[audit]\nenabled = false\n");
+    write(&env.root, "proj/pinfold.toml", "extends = ['off.toml']\n");
+    assert!(load(&env.opts("proj")).is_err());
+    // A `-c` file is the user's choice.
+    let mut o = env.opts("proj");
+    o.explicit = Some(env.root.join("proj/off.toml"));
+    assert!(!load(&o).unwrap().audit.enabled);
+}
+
+#[test]
+fn audit_keys_are_checked() {
+    let (line, col, msg, hint) = invalid(toml("[audit]\nenable = false\n"));
+    assert_eq!((line, col), (2, 1));
+    assert!(msg.contains("unknown key `enable`"), "{msg}");
+    assert_eq!(hint.as_deref(), Some("did you mean `enabled`?"));
+    let (_, _, msg, _) = invalid(toml("[audit]\nenabled = 'no'\n"));
+    assert!(msg.contains("a boolean"), "{msg}");
+    let (_, _, msg, _) = invalid(toml("[audit]\nredact_env = ['NOT A NAME']\n"));
+    assert!(msg.contains("not an environment variable name"), "{msg}");
+}
