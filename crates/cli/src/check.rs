@@ -28,6 +28,12 @@ pub fn run(args: CheckArgs) -> Result<i32, Error> {
         None => std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?,
     };
     let j = policy.judge(&text, &cwd);
+    // Recorded before the verdict is given: a verdict that cannot be recorded is not given.
+    let recorder = crate::record::Recorder::open(&policy.config().audit)?;
+    let mut data = crate::record::judgement(&j);
+    data["command"] = text.as_str().into();
+    data["cwd"] = cwd.display().to_string().into();
+    recorder.record("check", data)?;
     let mut out = std::io::stdout().lock();
     let written = if args.json {
         serde_json::to_writer(&mut out, &JsonJudgement::from(&j))

@@ -121,7 +121,25 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
         args.config.is_none() && args.write.is_empty() && args.net.is_none() && args.keep_env.is_empty() && !args.allow_degraded,
     );
     // --- end hook tokens ---
+    // A run that cannot be recorded does not happen: 125, nothing ran (record.rs).
+    let not_recorded = |e: Error| {
+        crate::report(&e);
+        Ok(exit::EXEC_SETUP)
+    };
+    let recorder = match crate::record::Recorder::open(&policy.config().audit) {
+        Ok(r) => r,
+        Err(e) => return not_recorded(e),
+    };
+    let mut record = crate::record::judgement(&judgement);
+    record["command"] = text.as_str().into();
+    record["cwd"] = cwd.display().to_string().into();
+    if hook_approved && let Ok(t) = std::env::var(crate::hook::token::ENV) {
+        record["hook_origin"] = crate::record::token_id(&t).into();
+    }
     if judgement.decision != Action::Allow && !hook_approved && !args.dry_run {
+        if let Err(e) = recorder.record("exec_refused", record) {
+            return not_recorded(e);
+        }
         let what = if judgement.decision == Action::Deny { "denied" } else { "needs a person's confirmation, and exec cannot ask" };
         eprintln!("pinfold: {what}: {}", judgement.reason);
         if let Some(c) = judgement.commands.iter().find(|c| c.decision == judgement.decision) {
@@ -209,6 +227,16 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
         sp.read_deny.push(key_dir.clone());
         sp.write_deny.push(key_dir);
     }
+    // The audit ledger and its signing key: a command that could write them could rewrite
+    // what it did; one that could read the key could sign a forged history.
+    let ledger_dir = pinfold_ledger::state_dir().ok();
+    let ledger_key = ledger_dir.as_deref().map(|d| pinfold_ledger::Paths::new(d).key);
+    for p in ledger_dir.into_iter().chain(ledger_key) {
+        if !sp.read_deny.iter().any(|d| p.starts_with(d)) {
+            sp.read_deny.push(p.clone());
+            sp.write_deny.push(p);
+        }
+    }
     sp.network = match args.net.as_deref() {
         Some("on") => Network::On,
         Some(_) => Network::Off,
@@ -219,7 +247,12 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
     sp.keep_env.extend(args.keep_env.iter().cloned());
     sp.allow_degraded = args.allow_degraded;
 
+    record["sandbox"] = serde_json::json!({"preset": preset.name, "network": sp.network, "writable": sp.writable});
     if args.dry_run {
+        record["dry_run"] = true.into();
+        if let Err(e) = recorder.record("check", record) {
+            return not_recorded(e);
+        }
         let plan = sp.plan().map_err(sandbox_error)?;
         let out = serde_json::json!({
             "decision": judgement.decision,
@@ -233,7 +266,30 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON values serialise"));
         return Ok(exit::OK);
     }
+    record["argv"] = serde_json::json!(argv);
+    // Recorded before anything runs: a run that cannot be recorded does not happen.
+    let start_seq = match recorder.record("exec_start", record) {
+        Ok(s) => s,
+        Err(e) => return not_recorded(e),
+    };
+    let started = std::time::Instant::now();
     let result = sp.run_prestarted(&argv, pre);
+    let mut end = serde_json::json!({
+        "command": text,
+        "start_seq": start_seq,
+        "duration_us": started.elapsed().as_micros() as u64,
+    });
+    match &result {
+        Ok(o) => {
+            end["exit"] = o.code.into();
+            end["sandbox"] = report_summary(&o.report);
+        }
+        Err(e) => {
+            end["exit"] = exit::EXEC_SETUP.into();
+            end["error"] = e.to_string().into();
+        }
+    }
+    let end_recorded = recorder.record("exec_end", end);
     for p in guard.after() {
         eprintln!("pinfold: restored {}, which the command deleted", p.display());
     }
@@ -243,6 +299,15 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
             guard.unprotected,
             crate::git_guard::MAX_LOOSE
         );
+    }
+    if let Err(e) = end_recorded {
+        // The command ran, but its end is not in the ledger: say so, and do not pass its
+        // status on as if all were well.
+        crate::report(&e);
+        if let Ok(o) = result {
+            o.leave_unreaped();
+        }
+        return Ok(exit::EXEC_SETUP);
     }
     match result {
         Ok(outcome) => {
@@ -260,6 +325,25 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
             Ok(exit::EXEC_SETUP)
         }
     }
+}
+
+/// The SandboxReport as recorded at the end of a run: the layers and what they granted, with
+/// long path lists cut to their counts.
+fn report_summary(r: &pinfold_sandbox::SandboxReport) -> serde_json::Value {
+    serde_json::json!({
+        "writable": r.writable,
+        "missing_writable": r.missing_writable,
+        "write_deny": r.write_deny.len(),
+        "read_deny": r.read_deny.len(),
+        "placeholders": r.placeholders.len(),
+        "network": r.network,
+        "namespaces": r.namespaces,
+        "landlock": r.landlock,
+        "seccomp": r.seccomp.len(),
+        "hygiene": r.hygiene,
+        "env_removed": r.env_removed,
+        "degraded": r.degraded,
+    })
 }
 
 fn sandbox_error(e: SandboxError) -> Error {

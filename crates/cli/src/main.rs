@@ -7,6 +7,7 @@ mod exec;
 mod exit;
 mod git_guard;
 mod hook;
+mod record;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -251,7 +252,7 @@ pub(crate) fn absolute(d: &std::path::Path) -> Result<PathBuf, anyhow_lite::Erro
 
 /// A small error type for the CLI: headline, causes, hint.
 mod anyhow_lite {
-    #[derive(Debug)]
+    #[derive(Debug, Clone)]
     pub struct Error {
         pub headline: String,
         pub causes: Vec<String>,

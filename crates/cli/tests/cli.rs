@@ -78,6 +78,10 @@ impl World {
             .env("PINFOLD_CACHE_DIR", &self.cache)
             .env_remove("PINFOLD_NO_CACHE")
             .env_remove("XDG_CACHE_HOME")
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("PINFOLD_STATE_DIR")
+            .env_remove("PINFOLD_LEDGER_KEY")
+            .env_remove("PINFOLD_SESSION")
             // Help is wrapped to the terminal; with none, clap uses its fixed width.
             .env_remove("COLUMNS")
             .env_remove("LINES")

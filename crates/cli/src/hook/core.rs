@@ -3,11 +3,12 @@
 //! on file paths an agent's own read and write tools touch. Each agent's module only converts
 //! its JSON to these calls and the answers back.
 
+use std::cell::RefCell;
 use std::path::{Component, Path, PathBuf};
 
-use pinfold_policy::config::{Action, Config, SandboxPreset};
+use pinfold_policy::config::{Action, Audit, Config, SandboxPreset};
 use pinfold_policy::matcher::{in_or_under, normalize};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::{rewrite, token};
 use crate::anyhow_lite::Error;
@@ -34,11 +35,46 @@ pub struct Shell {
     pub command: Option<String>,
 }
 
+// --- what the hook decided, for the ledger (`hook::run` writes the record) ---
+
+/// A decision this call made: the policy's `[audit]` settings and the record's payload.
+pub struct Decided {
+    pub audit: Audit,
+    pub data: Value,
+}
+
+thread_local! {
+    static DECIDED: RefCell<Option<Decided>> = const { RefCell::new(None) };
+}
+
+fn decided(config: &Config, data: Value) {
+    DECIDED.with(|d| *d.borrow_mut() = Some(Decided { audit: config.audit.clone(), data }));
+}
+
+/// The decision made since the last call, if any.
+pub fn take_decided() -> Option<Decided> {
+    DECIDED.with(|d| d.borrow_mut().take())
+}
+
+fn path_decision(config: &Config, cwd: &Path, tool_path: &str, why: &Option<String>) {
+    let data = json!({
+        "path": tool_path,
+        "cwd": cwd.display().to_string(),
+        "decision": if why.is_some() { Action::Deny } else { Action::Allow },
+        "reason": why.as_deref().unwrap_or("the default sandbox could do the same"),
+    });
+    decided(config, data);
+}
+
 /// Judge `command` as run in `cwd` and rewrite it so that what needs a sandbox runs in one.
 pub fn shell(command: &str, cwd: &Path) -> Result<Shell, Error> {
     let policy = crate::load_policy(None, Some(cwd), true)?;
     let j = policy.judge(command, cwd);
+    let mut data = crate::record::judgement(&j);
+    data["command"] = command.into();
+    data["cwd"] = cwd.display().to_string().into();
     if j.decision == Action::Deny {
+        decided(policy.config(), data);
         return Ok(Shell { decision: Action::Deny, reason: j.reason.clone(), command: None });
     }
     let exe = std::env::current_exe().map_err(|e| Error::new("cannot find the pinfold binary").cause(e))?;
@@ -46,20 +82,27 @@ pub fn shell(command: &str, cwd: &Path) -> Result<Shell, Error> {
     let now = token::now();
     let plan = rewrite::plan(policy.config(), &j, command, &exe, &|text, preset| token::mint(&key, text, preset, cwd, now));
     let command = if plan.decision == Action::Deny { None } else { plan.command };
+    data["decision"] = json!(plan.decision);
+    data["reason"] = plan.reason.as_str().into();
+    decided(policy.config(), data);
     Ok(Shell { decision: plan.decision, reason: plan.reason, command })
 }
 
 /// Why an agent's write tool may not write `path`; `None` when the default sandbox could.
 pub fn write_denied(cwd: &Path, path: &str) -> Result<Option<String>, Error> {
     let policy = crate::load_policy(None, Some(cwd), true)?;
-    Ok(write_check(policy.config(), cwd, path))
+    let why = write_check(policy.config(), cwd, path);
+    path_decision(policy.config(), cwd, path, &why);
+    Ok(why)
 }
 
 /// Why an agent's read tool may not read `path` (everything below it when `contents_below`);
 /// `None` when the default sandbox could.
 pub fn read_denied(cwd: &Path, path: &str, contents_below: bool) -> Result<Option<String>, Error> {
     let policy = crate::load_policy(None, Some(cwd), true)?;
-    Ok(read_check(policy.config(), cwd, path, contents_below))
+    let why = read_check(policy.config(), cwd, path, contents_below);
+    path_decision(policy.config(), cwd, path, &why);
+    Ok(why)
 }
 
 /// The directory a glob pattern starts in, when it names one (`/a/b/*.rs` → `/a/b/`); relative
@@ -124,6 +167,10 @@ pub fn write_check(config: &Config, cwd: &Path, path: &str) -> Option<String> {
     }
     own.extend(crate::cache_dir());
     own.extend(token::key_path().and_then(|k| k.parent().map(Path::to_path_buf)));
+    if let Ok(d) = pinfold_ledger::state_dir() {
+        own.push(pinfold_ledger::Paths::new(&d).key);
+        own.push(d);
+    }
     if let Some(o) = own.iter().find(|o| both.iter().any(|p| p.starts_with(o))) {
         return Some(format!("`{}` is pinfold's own file ({}); agents may not change it", lex.display(), o.display()));
     }
@@ -149,6 +196,10 @@ pub fn read_check(config: &Config, cwd: &Path, path: &str, contents_below: bool)
     let both = [&lex, &canon];
     let mut hidden: Vec<String> = preset.read_deny.clone();
     hidden.extend(token::key_path().map(|k| k.display().to_string()));
+    if let Ok(d) = pinfold_ledger::state_dir() {
+        hidden.push(pinfold_ledger::Paths::new(&d).key.display().to_string());
+        hidden.push(d.display().to_string());
+    }
     if let Some(d) = hidden.iter().find(|d| both.iter().any(|p| in_or_under(p, d))) {
         return Some(format!("`{}` is unreadable in the `{}` sandbox (`{d}`)", lex.display(), preset.name));
     }

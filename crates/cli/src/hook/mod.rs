@@ -28,6 +28,7 @@ pub mod token;
 use std::io::Read;
 
 use clap::{Args, Subcommand};
+use serde_json::Value;
 
 use crate::anyhow_lite::Error;
 
@@ -93,19 +94,42 @@ enum Fail {
 
 pub fn run(args: HookArgs) -> Result<i32, Error> {
     type Answer = fn(&[u8]) -> Result<Option<String>, Error>;
-    let (answer, fail): (Answer, Fail) = match args.agent {
-        Agent::ClaudeCode => (claude::answer, Fail::Exit2),
-        Agent::Codex => (codex::answer, Fail::Exit2),
-        Agent::Gemini => (gemini::answer, Fail::Exit2),
-        Agent::Cursor => (cursor::answer, Fail::Deny(cursor::failure)),
-        Agent::Copilot => (copilot::answer, Fail::Deny(copilot::failure)),
+    let (agent, answer, fail): (&str, Answer, Fail) = match args.agent {
+        Agent::ClaudeCode => ("claude-code", claude::answer, Fail::Exit2),
+        Agent::Codex => ("codex", codex::answer, Fail::Exit2),
+        Agent::Gemini => ("gemini", gemini::answer, Fail::Exit2),
+        Agent::Cursor => ("cursor", cursor::answer, Fail::Deny(cursor::failure)),
+        Agent::Copilot => ("copilot", copilot::answer, Fail::Deny(copilot::failure)),
     };
     // A panic is an internal error: fail closed, not with Rust's 101.
     std::panic::set_hook(Box::new(move |info| {
         let msg = format!("internal error: {}", info.to_string().replace('\n', " "));
         std::process::exit(failed(fail, &msg));
     }));
-    let out = read_input().and_then(|input| answer(&input));
+    let input = read_input();
+    let mut out = input.as_ref().map_err(Error::clone).and_then(|input| answer(input));
+    // The decision goes to the ledger before the agent hears it; if it cannot, the call is
+    // blocked (see record.rs). A failure is recorded too, when the ledger can take it.
+    let decided = core::take_decided();
+    let payload: Value = input.as_deref().ok().and_then(|i| serde_json::from_slice(i).ok()).unwrap_or(Value::Null);
+    let recorded = match (&out, decided) {
+        (Ok(answer), Some(d)) => record(agent, &payload, &d.audit, d.data, answer.as_deref(), None),
+        (Ok(_), None) => Ok(()),
+        (Err(e), d) => {
+            let (audit, data) = match d {
+                Some(d) => (d.audit, d.data),
+                None => (pinfold_policy::config::Audit { enabled: true, redact_env: Vec::new() }, serde_json::json!({})),
+            };
+            let failure = one_line(e);
+            if let Err(r) = record(agent, &payload, &audit, data, None, Some(&failure)) {
+                out = Err(Error::new(format!("{failure}; and {}", one_line(&r))));
+            }
+            Ok(())
+        }
+    };
+    if let Err(e) = recorded {
+        out = Err(e);
+    }
     match out {
         Ok(Some(json)) => {
             use std::io::Write;
@@ -117,15 +141,42 @@ pub fn run(args: HookArgs) -> Result<i32, Error> {
             Ok(crate::exit::OK)
         }
         Ok(None) => Ok(crate::exit::OK),
-        Err(e) => {
-            let mut line = e.headline;
-            for c in e.causes {
-                line.push_str(": ");
-                line.push_str(&c);
-            }
-            Ok(failed(fail, &line.replace('\n', " ")))
-        }
+        Err(e) => Ok(failed(fail, &one_line(&e))),
     }
+}
+
+/// The error's headline and causes on one line.
+fn one_line(e: &Error) -> String {
+    let mut line = e.headline.clone();
+    for c in &e.causes {
+        line.push_str(": ");
+        line.push_str(c);
+    }
+    line.replace('\n', " ")
+}
+
+/// Append the `hook` record: what `core` decided (`data`), for which agent, tool and session,
+/// and the answer given (hook tokens shortened), or the failure that blocked the call.
+fn record(agent: &str, payload: &Value, audit: &pinfold_policy::config::Audit, mut data: Value, answer: Option<&str>, failure: Option<&str>) -> Result<(), Error> {
+    let field = |keys: &[&str]| keys.iter().find_map(|k| payload.get(*k).and_then(Value::as_str)).map(str::to_string);
+    let session = field(&["session_id", "sessionId", "conversation_id"]);
+    data["agent"] = agent.into();
+    if let Some(t) = field(&["tool_name", "toolName"]) {
+        data["tool"] = t.into();
+    }
+    if let Some(e) = field(&["hook_event_name", "hookEventName"]) {
+        data["event"] = e.into();
+    }
+    if let Some(a) = answer {
+        let short = crate::record::shorten_tokens(a);
+        data["answer"] = serde_json::from_str(&short).unwrap_or(Value::String(short));
+    }
+    if let Some(f) = failure {
+        data["decision"] = "deny".into();
+        data["error"] = f.into();
+    }
+    let recorder = crate::record::Recorder::open(audit)?.session(session);
+    recorder.record("hook", data).map(drop)
 }
 
 /// Report `line` the way `fail` says; the exit code to use.

@@ -1,0 +1,137 @@
+//! What `check`, `hook` and `exec` write to the audit ledger (docs/ledger.md, "What is
+//! recorded").
+//!
+//! **Failure policy: fail closed.** When recording is on and a record cannot be written (no
+//! state directory, a full disk, a damaged log), the decision it would have recorded does not
+//! take effect: `check` exits 2 without a verdict, `hook` blocks the call the way the agent's
+//! protocol blocks a failed hook, and `exec` runs nothing (125). The one exception is an
+//! `exec_end` record, written after the command ran: that failure is reported on stderr and
+//! `exec` exits 125 instead of the command's status, so a caller cannot mistake the run for an
+//! audited one. Recording is turned off only by `[audit] enabled = false` in the user's own
+//! configuration.
+
+use pinfold_ledger::{Ledger, Record};
+use pinfold_policy::config::Audit;
+use pinfold_policy::Judgement;
+use serde_json::{json, Value};
+
+use crate::anyhow_lite::Error;
+
+/// The environment variable an agent (or a person) sets to tag records with a session id; the
+/// hook uses the one in the agent's payload instead.
+pub const SESSION_ENV: &str = "PINFOLD_SESSION";
+
+/// An open ledger, or nothing when the policy turned recording off.
+pub struct Recorder {
+    ledger: Option<Ledger>,
+    session: Option<String>,
+}
+
+impl Recorder {
+    /// Open the ledger in the state directory, unless `audit` turns recording off. The session
+    /// is `$PINFOLD_SESSION` unless [`Recorder::session`] sets another.
+    pub fn open(audit: &Audit) -> Result<Recorder, Error> {
+        let session = std::env::var(SESSION_ENV).ok().filter(|s| !s.is_empty());
+        if !audit.enabled {
+            return Ok(Recorder { ledger: None, session });
+        }
+        let dir = pinfold_ledger::state_dir().map_err(failed)?;
+        let secrets = audit
+            .redact_env
+            .iter()
+            .filter_map(|k| std::env::var(k).ok())
+            // Very short values would redact ordinary text everywhere (`1`, `yes`).
+            .filter(|v| v.len() >= 4)
+            .collect();
+        let ledger = Ledger::open(&dir).map_err(failed)?.with_secrets(secrets);
+        Ok(Recorder { ledger: Some(ledger), session })
+    }
+
+    pub fn session(mut self, session: Option<String>) -> Recorder {
+        if session.is_some() {
+            self.session = session;
+        }
+        self
+    }
+
+    /// Append one record; its sequence number, or `None` when recording is off.
+    pub fn record(&self, kind: &str, data: Value) -> Result<Option<u64>, Error> {
+        let Some(ledger) = &self.ledger else { return Ok(None) };
+        let mut r = Record::new(kind, data);
+        if let Some(s) = &self.session {
+            r = r.session(s.clone());
+        }
+        ledger.append(r).map(|a| Some(a.seq)).map_err(failed)
+    }
+}
+
+fn failed(e: pinfold_ledger::Error) -> Error {
+    Error::new("cannot record the decision in the audit ledger, so it does not take effect")
+        .cause(e)
+        .hint("fix the state directory ($PINFOLD_STATE_DIR, else $XDG_STATE_HOME/pinfold, else ~/.local/state/pinfold; `pinfold audit verify` says what is wrong), or turn recording off with `[audit] enabled = false` in ~/.config/pinfold/config.toml")
+}
+
+/// The verdict on a command as recorded: the decision, the reason, and for each simple
+/// command its text, decision and the rules that matched (pattern and file:line).
+pub fn judgement(j: &Judgement) -> Value {
+    let commands: Vec<Value> = j
+        .commands
+        .iter()
+        .map(|c| {
+            let rules: Vec<Value> = c
+                .rules
+                .iter()
+                .map(|r| json!({"action": r.action, "pattern": r.pattern, "source": format!("{}:{}", r.source.file, r.source.line)}))
+                .collect();
+            json!({"text": c.text, "decision": c.decision, "rules": rules})
+        })
+        .collect();
+    json!({"decision": j.decision, "reason": j.reason, "commands": commands})
+}
+
+/// `text` with every hook token (`PINFOLD_HOOK_ORIGIN=v1.<expiry>.<64 hex>`) cut to its
+/// first 16 hex digits: the record names which token, without holding one that still works.
+pub fn shorten_tokens(text: &str) -> String {
+    let marker = "PINFOLD_HOOK_ORIGIN=v1.";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(marker) {
+        let (head, tail) = rest.split_at(i + marker.len());
+        out.push_str(head);
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        let mac_start = digits + 1;
+        let mac_len = tail.as_bytes().get(digits) == Some(&b'.') && tail.len() >= mac_start + 64;
+        if mac_len && tail[mac_start..mac_start + 64].bytes().all(|b| b.is_ascii_hexdigit()) {
+            out.push_str(&tail[..mac_start + 16]);
+            out.push('…');
+            rest = &tail[mac_start + 64..];
+        } else {
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The name a token is recorded under (see [`shorten_tokens`]).
+pub fn token_id(token: &str) -> String {
+    shorten_tokens(&format!("PINFOLD_HOOK_ORIGIN={token}"))["PINFOLD_HOOK_ORIGIN=".len()..].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_shortened() {
+        let mac = "ab".repeat(32);
+        let t = format!("PINFOLD_HOOK_ORIGIN=v1.1700000000.{mac} pinfold exec -- 'ls' | PINFOLD_HOOK_ORIGIN=v1.1.{mac} x");
+        let s = shorten_tokens(&t);
+        assert_eq!(s, "PINFOLD_HOOK_ORIGIN=v1.1700000000.abababababababab… pinfold exec -- 'ls' | PINFOLD_HOOK_ORIGIN=v1.1.abababababababab… x");
+        assert!(!s.contains(&mac));
+        // Not a token: left alone.
+        assert_eq!(shorten_tokens("PINFOLD_HOOK_ORIGIN=v1.x"), "PINFOLD_HOOK_ORIGIN=v1.x");
+        assert_eq!(shorten_tokens("PINFOLD_HOOK_ORIGIN=v1.5.abc"), "PINFOLD_HOOK_ORIGIN=v1.5.abc");
+        assert_eq!(token_id(&format!("v1.9.{mac}")), "v1.9.abababababababab…");
+    }
+}
