@@ -50,8 +50,19 @@ impl World {
 
     fn run(&self, args: &[&str], stdin: &[u8]) -> Out {
         let mut c = Command::new(BIN);
-        c.args(args)
-            .current_dir(&self.proj)
+        c.args(args);
+        self.spawn(c, stdin)
+    }
+
+    /// Shell text run by bash in the project, as an agent runs a command.
+    fn bash(&self, text: &str) -> Out {
+        let mut c = Command::new("bash");
+        c.args(["-c", text]);
+        self.spawn(c, b"")
+    }
+
+    fn spawn(&self, mut c: Command, stdin: &[u8]) -> Out {
+        c.current_dir(&self.proj)
             .env("HOME", &self.home)
             .env("XDG_CONFIG_HOME", self.home.join(".config"))
             .env("XDG_STATE_HOME", self.root.join("state"))
@@ -395,6 +406,97 @@ fn rewritten_commands_run() {
         assert!(w.proj.join("inside.txt").exists(), "{agent}: {err}");
         fs::remove_file(w.proj.join("inside.txt")).unwrap();
     }
+}
+
+/// Ask with a sandbox, in every agent that can ask (Cursor's `preToolUse`, Copilot CLI): the
+/// person approves, the rewritten command runs with bash, and the asked part runs in its
+/// sandbox thanks to its token: it writes in the project, not outside its roots; the
+/// unsandboxed part around it runs as written; the token copied onto another command is
+/// refused. Codex and Gemini CLI cannot ask: the same input is denied, with nothing to run.
+/// (Claude Code: `tokens_in_exec` in tests/hook.rs.)
+#[test]
+fn approved_ask_runs_in_its_sandbox() {
+    let w = World::new();
+    w.put(
+        "pinfold.toml",
+        "[defaults]\naction = \"ask\"\n\n[[rules]]\nallow = \"printf *\"\n\n[[rules]]\nallow = \"./mk.sh *\"\nsandbox = \"box\"\n\n[[rules]]\nask = \"./mk.sh *\"\n\n[sandbox.box]\nfs.write.allow = [\".\"]\n",
+    );
+    // `./mk.sh` runs in `box` (its allow rule) and needs a person (its ask rule: the strictest
+    // verdict wins); `printf` runs unsandboxed.
+    // mk.sh writes in the project, then tries the path it is given.
+    w.put("mk.sh", "#!/bin/sh\ntouch \"made-$2.txt\"\ntouch \"$1\" 2>/dev/null || echo refused\n");
+    w.put("other.sh", "#!/bin/sh\ntouch other.txt\n");
+    for f in ["mk.sh", "other.sh"] {
+        let ok = Command::new("chmod").arg("+x").arg(w.proj.join(f)).status().unwrap();
+        assert!(ok.success());
+    }
+    let outside = w.root.join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    let o = outside.display();
+    let cmd = |agent: &str| format!("printf hi > {o}/plain-{agent}.txt; ./mk.sh {o}/boxed-{agent}.txt {agent}");
+
+    for (agent, payload, decision_at, pick) in [
+        (
+            "cursor",
+            cursor(&w, "preToolUse", json!({"tool_name": "Shell", "tool_input": {"command": cmd("cursor"), "cwd": w.proj}, "tool_use_id": "tool_7", "cwd": w.proj})),
+            "/permission",
+            "/updated_input/command",
+        ),
+        ("copilot", copilot(&w, "bash", json!({"command": cmd("copilot"), "description": "make"})), "/permissionDecision", "/modifiedArgs/command"),
+    ] {
+        let h = w.hook(agent, &payload);
+        assert_eq!(h.code, 0, "{agent}: {}", h.stderr);
+        let v: Value = serde_json::from_str(&h.stdout).unwrap_or_else(|_| panic!("{agent}: {}", h.stdout));
+        assert_eq!(v.pointer(decision_at).and_then(Value::as_str), Some("ask"), "{agent}: {v}");
+        let rewritten = v.pointer(pick).and_then(Value::as_str).unwrap_or_else(|| panic!("{agent}: no rewrite in {v}"));
+        // Only the asked part moved into a sandbox; the printf stays in the agent's shell.
+        assert_eq!(
+            w.redact(rewritten),
+            format!(
+                "printf hi > [TMP]/outside/plain-{agent}.txt; PINFOLD_HOOK_ORIGIN=<token> pinfold exec --sandbox box -- './mk.sh [TMP]/outside/boxed-{agent}.txt {agent}'"
+            ),
+            "{agent}"
+        );
+
+        // The person approves: the agent runs the rewritten command.
+        let r = w.bash(rewritten);
+        assert_eq!(r.code, 0, "{agent}: {}", r.stderr);
+        assert_eq!(fs::read_to_string(outside.join(format!("plain-{agent}.txt"))).unwrap_or_default(), "hi", "{agent}: the unsandboxed part did not run: {}", r.stderr);
+        assert!(w.proj.join(format!("made-{agent}.txt")).exists(), "{agent}: the approved part did not run (or not in the project): {}", r.stderr);
+        assert_eq!(r.stdout.trim(), "refused", "{agent}: the approved part ran without its sandbox");
+        assert!(!outside.join(format!("boxed-{agent}.txt")).exists(), "{agent}: the sandboxed part wrote outside its roots");
+        assert!(!r.stderr.contains("ignoring PINFOLD_HOOK_ORIGIN"), "{agent}: the token was not accepted: {}", r.stderr);
+
+        // The token copied onto another command: refused (exec cannot ask), nothing runs.
+        let tok = token_in(rewritten);
+        let replay = w.bash(&format!("PINFOLD_HOOK_ORIGIN={tok} {} exec --sandbox box -- ./other.sh", shell_quote(BIN)));
+        assert_eq!(replay.code, 126, "{agent}: {}", replay.stderr);
+        assert!(replay.stderr.contains("ignoring PINFOLD_HOOK_ORIGIN"), "{agent}: {}", replay.stderr);
+        assert!(!w.proj.join("other.txt").exists(), "{agent}: a copied token ran another command");
+    }
+
+    // Codex and Gemini CLI cannot ask: the same input is denied, and there is nothing to run.
+    for (agent, payload, pick) in [
+        ("codex", codex(&w, "Bash", json!({"command": cmd("codex")})), "/hookSpecificOutput/updatedInput"),
+        ("gemini", gemini(&w, "run_shell_command", json!({"command": cmd("gemini")})), "/hookSpecificOutput/tool_input"),
+    ] {
+        let h = w.hook(agent, &payload);
+        assert_eq!(h.code, 0, "{agent}: {}", h.stderr);
+        let v: Value = serde_json::from_str(&h.stdout).unwrap();
+        let decision = v.pointer("/hookSpecificOutput/permissionDecision").or_else(|| v.pointer("/decision"));
+        assert_eq!(decision.and_then(Value::as_str), Some("deny"), "{agent}: {v}");
+        assert!(v.pointer(pick).is_none(), "{agent}: a denied call carries a command: {v}");
+    }
+}
+
+/// The token of the first sandboxed piece of a rewritten command.
+fn token_in(rewritten: &str) -> String {
+    let i = rewritten.find("PINFOLD_HOOK_ORIGIN=").expect("a token") + "PINFOLD_HOOK_ORIGIN=".len();
+    rewritten[i..].split(' ').next().unwrap().to_string()
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 // ---------------------------------------------------------------------------------------------
