@@ -497,6 +497,56 @@ fn end_to_end_effects_on_disk() {
     assert_eq!(r.stdout.trim(), "10");
 }
 
+/// The Write tool's check against what the default sandbox really lets a command write: the
+/// same answer everywhere but in the toolchain caches, which `pinfold exec` opens to builds
+/// and the hook keeps closed to the agent's file tools (docs/hooks.md, "Write tools and the
+/// sandbox"). The host's /tmp is closed to both: a sandboxed command gets a private TMPDIR.
+#[test]
+fn write_check_agrees_with_the_sandbox() {
+    let w = World::new();
+    w.put("pinfold.toml", "extends = [\"pinfold:default\"]\n\n[[rules]]\nallow = \"touch *\"\n");
+    fs::create_dir_all(w.proj.join("src")).unwrap();
+    fs::create_dir_all(w.home.join(".cargo/registry/src")).unwrap();
+    fs::create_dir_all(w.root.join("outside")).unwrap();
+    let host_tmp = std::env::temp_dir().canonicalize().unwrap().join(format!("pinfold-write-check-{}.txt", std::process::id()));
+    // (path, may the Write tool write it, may a sandboxed command write it)
+    let cases: Vec<(PathBuf, bool, bool)> = vec![
+        (w.proj.join("src/new.rs"), true, true),
+        (w.proj.join(".git/hooks/pre-commit"), false, false),
+        (w.proj.join("pinfold.toml"), false, false),
+        (w.home.join(".bashrc"), false, false),
+        (w.root.join("outside/x.txt"), false, false),
+        (host_tmp.clone(), false, false),
+        // The one difference, on purpose.
+        (w.home.join(".cargo/registry/src/patched.rs"), false, true),
+    ];
+    for (path, tool, command) in cases {
+        let o = w.hook("Write", json!({"file_path": path, "content": "x"}));
+        assert_eq!(o.code, 0, "{}: {}", path.display(), o.stderr);
+        let denied = !o.stdout.is_empty();
+        if denied {
+            let v: Value = serde_json::from_str(&o.stdout).unwrap();
+            assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny", "{v}");
+        }
+        assert_eq!(!denied, tool, "Write {}: {}", path.display(), o.stdout);
+
+        let existed = path.exists();
+        let r = w.exec(None, &["--", "touch", path.to_str().unwrap()]);
+        let wrote = r.code == 0 && path.exists();
+        // Refused by the sandbox, not by the policy (exit 126) or anything else.
+        assert!(wrote || r.stderr.contains("touch: cannot touch"), "touch {}: exit {}: {}", path.display(), r.code, r.stderr);
+        assert_eq!(wrote, command, "touch {} in the sandbox: exit {}: {}", path.display(), r.code, r.stderr);
+        if wrote && !existed {
+            fs::remove_file(&path).unwrap();
+        }
+        assert!(command || !path.exists() || existed, "{} appeared", path.display());
+    }
+    let _ = fs::remove_file(&host_tmp);
+    // The cache's deny says why, and that commands may write there.
+    let o = w.hook("Write", json!({"file_path": w.home.join(".cargo/registry/src/patched.rs"), "content": "x"}));
+    assert!(w.redact(&o.stdout).contains("is in `[TMP]/home/.cargo/registry`, which the `workspace` sandbox opens to commands"), "{}", o.stdout);
+}
+
 #[test]
 fn tokens_in_exec() {
     let w = World::new();

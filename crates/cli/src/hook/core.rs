@@ -178,6 +178,23 @@ pub fn write_check(config: &Config, cwd: &Path, path: &str) -> Option<String> {
         return Some(format!("`{}` is write-protected in the `{}` sandbox (`{d}`)", lex.display(), preset.name));
     }
     if !preset.write_allow.iter().any(|a| in_or_under(&canon, a)) {
+        // `pinfold exec` also opens the toolchain caches that exist and a worktree's git
+        // directory to a preset that writes the project, for builds and `git commit`. The
+        // agent's file tools get only the preset's own roots: an edit in a shared cache reaches
+        // every project built from it, outside this project's history (docs/hooks.md).
+        let root = config.project_root.as_path();
+        if preset.write_allow.iter().any(|w| Path::new(w) == root) {
+            let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+            let for_commands = pinfold_sandbox::default_writable(root, None, home.as_deref(), &[]);
+            if let Some(w) = for_commands.iter().filter(|w| !w.starts_with(root)).find(|w| canon.starts_with(w)) {
+                return Some(format!(
+                    "`{}` is in `{}`, which the `{}` sandbox opens to commands (builds, git) but not to the agent's file tools; change the project instead",
+                    canon.display(),
+                    w.display(),
+                    preset.name
+                ));
+            }
+        }
         return Some(format!(
             "`{}` is outside what the `{}` sandbox may write ({})",
             canon.display(),
