@@ -559,6 +559,42 @@ fn init_updates_a_moved_binary_in_place() {
     assert_eq!(w.redact(groups[0]["hooks"][0]["command"].as_str().unwrap()), "pinfold hook codex");
 }
 
+/// Codex reads hooks from `hooks.json` and from inline `[hooks]` tables of the `config.toml` in
+/// the same directory, and runs both. pinfold reads config.toml and never writes it.
+#[test]
+fn init_codex_with_inline_hooks_in_config_toml() {
+    let mut s = String::new();
+    // pinfold already declared inline (by a binary that moved): nothing written anywhere.
+    let w = World::new();
+    let toml = "[features]\nhooks = true\n\n[[hooks.PreToolUse]]\nmatcher = \"Bash\"\n\n[[hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = \"'/old/bin/pinfold' hook codex\"\n";
+    w.put(".codex/config.toml", toml);
+    let o = w.run(&["init", "--agent", "codex"], b"");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(!w.proj.join(".codex/hooks.json").exists(), "hooks.json written although config.toml runs pinfold");
+    assert_eq!(fs::read_to_string(w.proj.join(".codex/config.toml")).unwrap(), toml);
+    s.push_str(&format!("=== pinfold inline already\n{}\n", w.show(&o)));
+
+    // Other hooks inline: pinfold goes into hooks.json, with a note giving the TOML to move it.
+    let w = World::new();
+    let toml = "# my hooks\n[[hooks.Stop]]\n[[hooks.Stop.hooks]]\ntype = \"command\"\ncommand = \"./notify.sh\"\n\n[hooks.state.\"x:stop:0:0\"]\nenabled = true\n";
+    w.put(".codex/config.toml", toml);
+    let o = w.run(&["init", "--agent", "codex"], b"");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(w.proj.join(".codex/hooks.json").exists());
+    assert_eq!(fs::read_to_string(w.proj.join(".codex/config.toml")).unwrap(), toml);
+    s.push_str(&format!("=== other hooks inline\n{}\n", w.show(&o)));
+
+    // Only Codex's own hook state and the feature flag: no inline hooks, no note.
+    let w = World::new();
+    w.put(".codex/config.toml", "[features]\nhooks = true\n\n[hooks.state.\"x:pre_tool_use:0:0\"]\ntrusted_hash = \"ab12\"\n");
+    let o = w.run(&["init", "--agent", "codex"], b"");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.is_empty(), "{}", o.stderr);
+    assert!(w.proj.join(".codex/hooks.json").exists());
+    s.push_str(&format!("=== hook state only\n{}\n", w.show(&o)));
+    assert_snapshot!(s);
+}
+
 #[test]
 fn init_refuses_invalid_json_and_detects_agents() {
     let w = World::new();

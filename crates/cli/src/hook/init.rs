@@ -160,10 +160,136 @@ pub fn run(args: InitArgs) -> Result<i32, Error> {
     let exe = pinfold_shell::quote(&exe.to_string_lossy());
     for a in agents {
         let file = a.file(&base, args.scope);
-        let changed = install(a, &file, &format!("{exe} hook {}", a.name()))?;
+        let command = format!("{exe} hook {}", a.name());
+        if a == AgentName::Codex && codex_inline_hooks(&file, &command)? {
+            continue;
+        }
+        let changed = install(a, &file, &command)?;
         println!("{}: {} {}", a.name(), if changed { "installed in" } else { "already installed in" }, file.display());
     }
     Ok(crate::exit::OK)
+}
+
+/// Codex also reads hooks from inline `[hooks]` tables of the `config.toml` beside `hooks.json`
+/// (the same layer), runs the hooks of both files, and warns when a layer has both. pinfold
+/// does not edit TOML (it would lose the person's comments and layout), so: when `config.toml`
+/// already runs `pinfold hook codex`, say so and leave both files alone (true: done); when it
+/// declares other hooks, install in `hooks.json` as usual and print the TOML to move pinfold's
+/// entry into `config.toml` by hand (false: go on).
+fn codex_inline_hooks(hooks_json: &Path, command: &str) -> Result<bool, Error> {
+    let file = hooks_json.with_file_name("config.toml");
+    let text = match std::fs::read_to_string(&file) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::new(format!("cannot read {}", file.display())).cause(e)),
+    };
+    let inline = scan_toml_hooks(&text);
+    if let Some(ours) = inline.commands.iter().find(|c| is_ours(c, AgentName::Codex)) {
+        println!("codex: already installed in {} (inline [hooks])", file.display());
+        if ours != command {
+            eprintln!("pinfold init: note: its command there is `{ours}`, not `{command}`; pinfold does not edit config.toml: update it by hand");
+        }
+        let in_json = std::fs::read_to_string(hooks_json).ok().and_then(|t| parse(&t).ok()).is_some_and(|j| {
+            let groups = j.get("hooks").and_then(|h| h.get("PreToolUse"));
+            let Some(Json::Arr(groups)) = groups else { return false };
+            groups.iter().filter_map(|g| if let Some(Json::Arr(hs)) = g.get("hooks") { Some(hs) } else { None }).flatten().any(|h| {
+                h.get("command").and_then(Json::as_str).is_some_and(|c| is_ours(c, AgentName::Codex))
+            })
+        });
+        if in_json {
+            eprintln!(
+                "pinfold init: note: {} runs pinfold too; Codex runs the hooks of both files, so remove one of the two entries",
+                hooks_json.display()
+            );
+        }
+        return Ok(true);
+    }
+    if inline.events {
+        let cmd = serde_json::to_string(command).expect("a string serialises");
+        eprintln!(
+            "pinfold init: note: {} declares hooks inline too; Codex runs the hooks of both files and warns \"loading hooks from both …; prefer a single representation for this layer\". \
+             To keep one, move pinfold's entry from {} into it:\n\n[[hooks.PreToolUse]]\nmatcher = \"Bash|apply_patch\"\n\n[[hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = {cmd}\n",
+            file.display(),
+            hooks_json.display()
+        );
+    }
+    Ok(false)
+}
+
+/// What the `[hooks]` of a Codex `config.toml` holds, read line by line (enough for the layouts
+/// Codex documents; pinfold only reads the file).
+#[derive(Debug, Default, PartialEq)]
+struct TomlHooks {
+    /// Some event has hooks (`[hooks.state]`, where Codex keeps hook trust, is not an event).
+    events: bool,
+    /// The `command` strings under `hooks`.
+    commands: Vec<String>,
+}
+
+fn scan_toml_hooks(text: &str) -> TomlHooks {
+    const EVENTS: [&str; 8] = ["PreToolUse", "PermissionRequest", "PostToolUse", "PreCompact", "PostCompact", "SessionStart", "UserPromptSubmit", "Stop"];
+    let mut out = TomlHooks::default();
+    let mut table: Vec<String> = Vec::new();
+    let key_path = |k: &str| -> Vec<String> { k.split('.').map(|p| p.trim().trim_matches(['"', '\'']).to_string()).collect() };
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with('#') || t.is_empty() {
+            continue;
+        }
+        // A table header (not a line of a multi-line array): `[a.b]`, `[[a.b]]`, `[a."b c"]`.
+        let name = t.trim_start_matches('[').split(']').next().unwrap_or_default();
+        if t.starts_with('[') && !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || "_-. \"'".contains(c)) {
+            table = key_path(name);
+            if table.first().is_some_and(|h| h == "hooks") && table.get(1).is_some_and(|e| e != "state") {
+                out.events = true;
+            }
+            continue;
+        }
+        // A `key = value` line: its full key path.
+        let mut full = table.clone();
+        if let Some((k, v)) = t.split_once('=')
+            && !k.trim_start().starts_with(['{', '"', '\''])
+        {
+            full.extend(key_path(k));
+            if full.first().is_some_and(|h| h == "hooks") {
+                let event = full.get(1).is_some_and(|e| e != "state");
+                if event || EVENTS.iter().any(|e| v.contains(e)) {
+                    out.events = true;
+                }
+            }
+        }
+        if table.first().is_some_and(|h| h == "hooks") || full.first().is_some_and(|h| h == "hooks") {
+            out.commands.extend(command_values(t));
+        }
+    }
+    out
+}
+
+/// The string values of `command = …` in a line (also inside an inline table).
+fn command_values(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(i) = rest.find("command") {
+        let before_ok = i == 0 || !rest.as_bytes()[i - 1].is_ascii_alphanumeric() && rest.as_bytes()[i - 1] != b'_';
+        let after = rest[i + "command".len()..].trim_start();
+        rest = &rest[i + "command".len()..];
+        let Some(v) = after.strip_prefix('=').map(str::trim_start).filter(|_| before_ok) else { continue };
+        let value = if let Some(lit) = v.strip_prefix('\'') {
+            lit.split('\'').next().map(str::to_string)
+        } else if v.starts_with('"') {
+            // A basic string: JSON's escapes are TOML's, but for the rare \e and \U.
+            let mut end = 1;
+            let b = v.as_bytes();
+            while end < b.len() && b[end] != b'"' {
+                end += if b[end] == b'\\' { 2 } else { 1 };
+            }
+            v.get(..=end).and_then(|s| serde_json::from_str::<String>(s).ok())
+        } else {
+            None
+        };
+        out.extend(value);
+    }
+    out
 }
 
 /// Put the hook for `agent` into `file`; whether the file changed.
@@ -456,5 +582,38 @@ pub fn print(v: &Json, indent: usize, out: &mut String) {
             out.push_str(&pad(indent));
             out.push('}');
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_hooks_documented_layout() {
+        let t = "[features]\nhooks = true\n\n[[hooks.PreToolUse]]\nmatcher = \"^Bash$\"\n\n[[hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = '/usr/bin/python3 \"$(git rev-parse --show-toplevel)/.codex/hooks/p.py\"'\ntimeout = 30\n";
+        let h = scan_toml_hooks(t);
+        assert!(h.events);
+        assert_eq!(h.commands, ["/usr/bin/python3 \"$(git rev-parse --show-toplevel)/.codex/hooks/p.py\""]);
+    }
+
+    #[test]
+    fn toml_hooks_state_and_feature_flag_are_not_hooks() {
+        let t = "model = \"gpt-5\"\n[features]\nhooks = true\ncommand = \"not a hook\"\n\n[hooks.state.\"/home/u/.codex/hooks.json:pre_tool_use:0:0\"]\nenabled = true\ntrusted_hash = \"abc\"\n";
+        assert_eq!(scan_toml_hooks(t), TomlHooks::default());
+    }
+
+    #[test]
+    fn toml_hooks_other_shapes() {
+        // Dotted keys at the root, an inline table, a basic string with escapes, a Windows
+        // override that is not `command`.
+        let t = "hooks.Stop = [{ hooks = [{ type = \"command\", command = \"say \\\"done\\\"\", commandWindows = \"x\" }] }]\n";
+        let h = scan_toml_hooks(t);
+        assert!(h.events);
+        assert_eq!(h.commands, ["say \"done\""]);
+        let t = "[hooks]\nPreToolUse = [\n  { matcher = \"Bash\", hooks = [{ type = \"command\", command = \"'/opt/pinfold' hook codex\" }] },\n]\n";
+        let h = scan_toml_hooks(t);
+        assert!(h.events);
+        assert!(is_ours(&h.commands[0], AgentName::Codex), "{h:?}");
     }
 }
