@@ -267,13 +267,34 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
         return Ok(exit::OK);
     }
     record["argv"] = serde_json::json!(argv);
-    // Recorded before anything runs: a run that cannot be recorded does not happen.
-    let start_seq = match recorder.record("exec_start", record) {
-        Ok(s) => s,
-        Err(e) => return not_recorded(e),
-    };
+    // Recorded before anything runs: a run that cannot be recorded does not happen. The
+    // append (with its fdatasync) runs on its own thread while the sandbox is resolved, and
+    // the sandbox waits for it before it takes the command (`release`).
     let started = std::time::Instant::now();
-    let result = sp.run_prestarted(&argv, pre);
+    let mut pending = Some(std::thread::spawn(move || {
+        let r = recorder.record("exec_start", record);
+        (recorder, r)
+    }));
+    type Started = (crate::record::Recorder, Result<Option<u64>, Error>);
+    let join = |h: std::thread::JoinHandle<Started>| h.join().expect("the recording thread does not panic");
+    let mut start: Option<Started> = None;
+    let result = sp.run_released(&argv, pre, &mut || {
+        let s = start.insert(join(pending.take().expect("released once")));
+        s.1.as_ref().map(drop).map_err(Error::one_line)
+    });
+    if let Some(h) = pending.take() {
+        start = Some(join(h));
+    }
+    let Some((recorder, start_seq)) = start else { unreachable!("joined in release or above") };
+    let start_seq = match start_seq {
+        Ok(s) => s,
+        Err(e) => {
+            if let Ok(o) = result {
+                o.leave_unreaped();
+            }
+            return not_recorded(e);
+        }
+    };
     let mut end = serde_json::json!({
         "command": text,
         "start_seq": start_seq,

@@ -269,6 +269,16 @@ mod anyhow_lite {
             }
         }
 
+        /// The headline and causes on one line (for protocols that take one line).
+        pub fn one_line(&self) -> String {
+            let mut line = self.headline.clone();
+            for c in &self.causes {
+                line.push_str(": ");
+                line.push_str(c);
+            }
+            line.replace('\n', " ")
+        }
+
         pub fn cause(mut self, e: impl std::fmt::Display) -> Error {
             self.causes.push(e.to_string());
             self

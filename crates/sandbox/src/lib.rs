@@ -121,13 +121,27 @@ impl Policy {
     /// Run `argv` confined and wait for it. `Err` means the sandbox could not be set up as
     /// asked (nothing ran, or the command was stopped before exec).
     pub fn run(&self, argv: &[String]) -> Result<Outcome, SandboxError> {
-        parent::run(self, argv, None)
+        parent::run(self, argv, None, &mut || Ok(()))
     }
 
     /// [`Policy::run`] in a sandbox started ahead with [`Prestart::begin`] (or, given `None`
     /// or a prestart that does not fit, one started now).
     pub fn run_prestarted(&self, argv: &[String], pre: Option<Prestart>) -> Result<Outcome, SandboxError> {
-        parent::run(self, argv, pre)
+        parent::run(self, argv, pre, &mut || Ok(()))
+    }
+
+    /// [`Policy::run_prestarted`], with `release` called once the sandbox is resolved and
+    /// just before the command is handed to it: an error from `release` stops the run there
+    /// ([`SandboxError::NotReleased`]), before anything of the command has run. For work that
+    /// must finish before the command starts but can overlap the setup (the CLI makes its
+    /// `exec_start` audit record durable meanwhile).
+    pub fn run_released(
+        &self,
+        argv: &[String],
+        pre: Option<Prestart>,
+        release: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<Outcome, SandboxError> {
+        parent::run(self, argv, pre, release)
     }
 
     /// Resolve what the sandbox would enforce, without running anything: the roots that
@@ -233,6 +247,9 @@ pub enum SandboxError {
     /// The helper reported a failure inside the sandbox before the command ran.
     #[error("sandbox setup failed: {0}")]
     Child(String),
+    /// The caller's `release` (see [`Policy::run_released`]) refused; nothing ran.
+    #[error("{0}")]
+    NotReleased(String),
 }
 
 impl SandboxError {

@@ -276,7 +276,12 @@ impl Drop for Placeholders {
     }
 }
 
-pub(crate) fn run(policy: &Policy, argv: &[String], pre: Option<Prestart>) -> Result<Outcome, SandboxError> {
+pub(crate) fn run(
+    policy: &Policy,
+    argv: &[String],
+    pre: Option<Prestart>,
+    release: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<Outcome, SandboxError> {
     if argv.is_empty() {
         return Err(SandboxError::Policy("no command to run".into()));
     }
@@ -356,6 +361,7 @@ pub(crate) fn run(policy: &Policy, argv: &[String], pre: Option<Prestart>) -> Re
     if policy.private_tmp {
         report.writable.push(tmpdir.clone());
     }
+    release().map_err(SandboxError::NotReleased)?;
     let (code, reaper) = spawn_and_wait(&spec, &mut report, pre)?;
     drop(created);
     Ok(Outcome { code, report, reaper: std::sync::Arc::new(reaper) })

@@ -120,9 +120,9 @@ pub fn run(args: HookArgs) -> Result<i32, Error> {
                 Some(d) => (d.audit, d.data),
                 None => (pinfold_policy::config::Audit { enabled: true, redact_env: Vec::new() }, serde_json::json!({})),
             };
-            let failure = one_line(e);
+            let failure = e.one_line();
             if let Err(r) = record(agent, &payload, &audit, data, None, Some(&failure)) {
-                out = Err(Error::new(format!("{failure}; and {}", one_line(&r))));
+                out = Err(Error::new(format!("{failure}; and {}", r.one_line())));
             }
             Ok(())
         }
@@ -141,18 +141,8 @@ pub fn run(args: HookArgs) -> Result<i32, Error> {
             Ok(crate::exit::OK)
         }
         Ok(None) => Ok(crate::exit::OK),
-        Err(e) => Ok(failed(fail, &one_line(&e))),
+        Err(e) => Ok(failed(fail, &e.one_line())),
     }
-}
-
-/// The error's headline and causes on one line.
-fn one_line(e: &Error) -> String {
-    let mut line = e.headline.clone();
-    for c in &e.causes {
-        line.push_str(": ");
-        line.push_str(c);
-    }
-    line.replace('\n', " ")
 }
 
 /// Append the `hook` record: what `core` decided (`data`), for which agent, tool and session,
