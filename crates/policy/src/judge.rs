@@ -74,10 +74,19 @@ pub(crate) enum Index {
 }
 
 impl Index {
-    pub(crate) fn get(&self, key: &str) -> Option<Vec<usize>> {
+    /// Append the rule indices listed under `key` to `out`.
+    pub(crate) fn extend_into(&self, key: &str, out: &mut Vec<usize>) {
         match self {
-            Index::Map(m) => m.get(key).cloned(),
-            Index::Lines(section) => lookup_line(section, key),
+            Index::Map(m) => {
+                if let Some(v) = m.get(key) {
+                    out.extend_from_slice(v);
+                }
+            }
+            Index::Lines(section) => {
+                if let Some(v) = lookup_line(section, key) {
+                    out.extend(v);
+                }
+            }
         }
     }
 }
@@ -301,23 +310,17 @@ impl Policy {
         // looked at; a dynamic argument could be anything, so then all of them are.
         let any_dynamic = c.words[1..].iter().any(|w| w.dynamic && w.home_suffix.is_none());
         let mut key = String::new();
-        for n in if base == name { vec![base] } else { vec![base, name] } {
-            if let Some(v) = self.by_name.get(n) {
-                idx.extend(v);
-            }
-            let subs: Box<dyn Iterator<Item = &str>> = if any_dynamic {
-                Box::new(std::iter::once("*"))
-            } else {
-                Box::new(c.words[1..].iter().map(|w| w.text.as_str()))
-            };
-            for sub in subs {
+        let names = [base, name];
+        for n in if base == name { &names[..1] } else { &names[..] } {
+            self.by_name.extend_into(n, &mut idx);
+            let subs = if any_dynamic { &["*"][..] } else { &[][..] };
+            let words = if any_dynamic { &[][..] } else { &c.words[1..] };
+            for sub in subs.iter().copied().chain(words.iter().map(|w| w.text.as_str())) {
                 key.clear();
                 key.push_str(n);
                 key.push('\0');
                 key.push_str(sub);
-                if let Some(v) = self.by_name.get(&key) {
-                    idx.extend(v);
-                }
+                self.by_name.extend_into(&key, &mut idx);
             }
         }
         idx.extend(&self.wildcard);

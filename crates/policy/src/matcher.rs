@@ -10,6 +10,7 @@
 //! Readings are enumerated depth-first and lazily, stopping as soon as the answer is known,
 //! with a budget ([`MAX_READINGS`]); past it, the answer is the strict one for the mode.
 
+use std::borrow::{Borrow, Cow};
 use std::path::{Component, Path, PathBuf};
 
 use pinfold_shell::{SimpleCommand, Word};
@@ -56,17 +57,47 @@ enum Item<'a> {
     Dynamic { splits: bool },
 }
 
-/// A flag occurrence in one reading.
+/// A flag occurrence in one reading. Names and values borrow the argument they were read
+/// from (a reading is built and dropped per rule, so copies showed up in the profile).
 #[derive(Debug, Clone)]
 struct Occ<'a> {
-    name: String,
+    name: Cow<'a, str>,
     value: Option<Val<'a>>,
 }
 
 #[derive(Debug, Clone)]
 enum Val<'a> {
-    Text(String),
+    Text(&'a str),
     Word(&'a Word),
+}
+
+/// The option tables in force: the command's and, once the first positional names it, the
+/// subcommand's. Never more than two, so kept inline rather than in a `Vec` per rule.
+#[derive(Debug, Clone, Copy)]
+struct Tables {
+    /// The first `len` entries are in force; the rest hold a filler that is never read.
+    items: [&'static Table; 2],
+    len: usize,
+}
+
+impl Tables {
+    fn new(first: Option<&'static Table>) -> Tables {
+        let filler = &options::TABLES[0];
+        Tables { items: [first.unwrap_or(filler), filler], len: usize::from(first.is_some()) }
+    }
+
+    fn as_slice(&self) -> &[&'static Table] {
+        &self.items[..self.len]
+    }
+
+    fn push(&mut self, t: &'static Table) {
+        self.items[self.len] = t;
+        self.len += 1;
+    }
+
+    fn pop(&mut self) {
+        self.len -= 1;
+    }
 }
 
 struct Reading<'a> {
@@ -86,7 +117,7 @@ pub fn matches(pattern: &Pattern, cmd: &SimpleCommand, mode: Mode, env: &Env<'_>
         return Outcome::No;
     }
     let args = &cmd.words[1..];
-    let tables: Vec<&'static Table> = options::table(base).into_iter().collect();
+    let tables = Tables::new(options::table(base));
     let cares_positional = !pattern.has_star
         || pattern.positional.iter().any(|p| !matches!(p, Pos::Star))
         || pattern.required.iter().any(|r| r.value.is_some());
@@ -106,7 +137,11 @@ pub fn matches(pattern: &Pattern, cmd: &SimpleCommand, mode: Mode, env: &Env<'_>
         env,
         exhausted: false,
     };
-    let mut reading = Reading { flags: Vec::new(), positional: Vec::new(), dynamic: false };
+    let mut reading = Reading {
+        flags: Vec::with_capacity(args.len()),
+        positional: Vec::with_capacity(args.len()),
+        dynamic: false,
+    };
     st.walk(0, &mut reading, false);
     match mode {
         Mode::Any => {
@@ -126,7 +161,7 @@ pub fn matches(pattern: &Pattern, cmd: &SimpleCommand, mode: Mode, env: &Env<'_>
 
 struct Enum<'a, 'p, 'e> {
     args: &'a [Word],
-    tables: Vec<&'static Table>,
+    tables: Tables,
     cares_positional: bool,
     cares_flags: bool,
     budget: usize,
@@ -162,16 +197,16 @@ impl<'a> Enum<'a, '_, '_> {
     }
 
     fn style(&self) -> Style {
-        self.tables.first().map_or(Style::Gnu, |t| t.style)
+        self.tables.as_slice().first().map_or(Style::Gnu, |t| t.style)
     }
 
     fn push_positional(&mut self, r: &mut Reading<'a>, item: Item<'a>) -> bool {
         // The first positional of a tool with subcommands selects the subcommand's table.
         let switched = r.positional.is_empty()
-            && self.tables.len() == 1
-            && self.tables[0].subcommands
+            && self.tables.len == 1
+            && self.tables.items[0].subcommands
             && match item {
-                Item::Static(w) => match options::sub_table(self.tables[0].name, &w.text) {
+                Item::Static(w) => match options::sub_table(self.tables.items[0].name, &w.text) {
                     Some(t) => {
                         self.tables.push(t);
                         true
@@ -221,26 +256,28 @@ impl<'a> Enum<'a, '_, '_> {
         }
         if let Some(long) = t.strip_prefix("--") {
             if let Some((name, value)) = long.split_once('=') {
-                self.flag(r, format!("--{name}"), Some(Val::Text(value.to_string())), i + 1);
+                // `--name`: the part of the word before the `=`.
+                let name = &t[..2 + name.len()];
+                self.flag(r, Cow::Borrowed(name), Some(Val::Text(value)), i + 1);
                 return;
             }
-            let arity = options::arity(&self.tables, t);
-            self.option_with_arity(r, t.to_string(), arity, i);
+            let arity = options::arity(self.tables.as_slice(), t);
+            self.option_with_arity(r, Cow::Borrowed(t), arity, i);
             return;
         }
         // Single dash.
-        let whole = options::arity(&self.tables, t);
-        if self.style() == Style::Single || options::listed(&self.tables, t) || is_number(&t[1..]) {
+        let whole = options::arity(self.tables.as_slice(), t);
+        if self.style() == Style::Single || options::listed(self.tables.as_slice(), t) || is_number(&t[1..]) {
             let arity = if is_number(&t[1..]) { Arity::Flag } else { whole };
-            self.option_with_arity(r, t.to_string(), arity, i);
+            self.option_with_arity(r, Cow::Borrowed(t), arity, i);
             return;
         }
         self.cluster(r, i, 1);
         // A tool we know nothing of may read `-auto-approve` as one option, not a cluster
         // (tools with a table here are GNU-style or listed as single-dash).
-        let unknown_tool = self.tables.is_empty();
+        let unknown_tool = self.tables.len == 0;
         if unknown_tool && t.chars().count() > 2 && self.cares_flags && !self.done() {
-            self.option_with_arity(r, t.to_string(), Arity::Unknown, i);
+            self.option_with_arity(r, Cow::Borrowed(t), Arity::Unknown, i);
         }
     }
 
@@ -249,25 +286,26 @@ impl<'a> Enum<'a, '_, '_> {
         if self.done() {
             return;
         }
-        let t = self.args[i].text.as_str();
+        let args: &'a [Word] = self.args;
+        let t = args[i].text.as_str();
         let Some(c) = t[pos..].chars().next() else {
             self.walk(i + 1, r, false);
             return;
         };
         let next = pos + c.len_utf8();
-        let name = format!("-{c}");
+        let name = short_name(c);
         let rest = &t[next..];
         let last = rest.is_empty();
         let value_reading = |s: &mut Self, r: &mut Reading<'a>| {
             if last {
                 s.take_next_value(r, name.clone(), i);
             } else {
-                r.flags.push(Occ { name: name.clone(), value: Some(Val::Text(rest.to_string())) });
+                r.flags.push(Occ { name: name.clone(), value: Some(Val::Text(rest)) });
                 s.walk(i + 1, r, false);
                 r.flags.pop();
             }
         };
-        match options::arity(&self.tables, &name) {
+        match options::arity(self.tables.as_slice(), &name) {
             Arity::Value => value_reading(self, r),
             Arity::Flag => {
                 r.flags.push(Occ { name: name.clone(), value: None });
@@ -292,7 +330,7 @@ impl<'a> Enum<'a, '_, '_> {
         self.args.get(i + 1).is_some_and(|n| n.dynamic || !n.text.starts_with('-') || n.text == "-")
     }
 
-    fn option_with_arity(&mut self, r: &mut Reading<'a>, name: String, arity: Arity, i: usize) {
+    fn option_with_arity(&mut self, r: &mut Reading<'a>, name: Cow<'a, str>, arity: Arity, i: usize) {
         match arity {
             Arity::Value => self.take_next_value(r, name, i),
             Arity::Flag => self.flag(r, name, None, i + 1),
@@ -306,18 +344,41 @@ impl<'a> Enum<'a, '_, '_> {
     }
 
     /// The option at `i` takes `args[i + 1]` as its value.
-    fn take_next_value(&mut self, r: &mut Reading<'a>, name: String, i: usize) {
+    fn take_next_value(&mut self, r: &mut Reading<'a>, name: Cow<'a, str>, i: usize) {
         match self.args.get(i + 1) {
             Some(v) => self.flag(r, name, Some(Val::Word(v)), i + 2),
             None => self.flag(r, name, None, i + 1),
         }
     }
 
-    fn flag(&mut self, r: &mut Reading<'a>, name: String, value: Option<Val<'a>>, next: usize) {
+    fn flag(&mut self, r: &mut Reading<'a>, name: Cow<'a, str>, value: Option<Val<'a>>, next: usize) {
         r.flags.push(Occ { name, value });
         self.walk(next, r, false);
         r.flags.pop();
     }
+}
+
+/// `-c` for every ASCII `c`, two bytes each, so a short flag's name is borrowed, not built.
+static SHORT_NAMES: [u8; 256] = {
+    let mut b = [0u8; 256];
+    let mut i = 0;
+    while i < 128 {
+        b[2 * i] = b'-';
+        b[2 * i + 1] = i as u8;
+        i += 1;
+    }
+    b
+};
+
+/// The name of the short flag `c` (`-c`).
+fn short_name(c: char) -> Cow<'static, str> {
+    if c.is_ascii() {
+        let at = 2 * c as usize;
+        if let Ok(name) = std::str::from_utf8(&SHORT_NAMES[at..at + 2]) {
+            return Cow::Borrowed(name);
+        }
+    }
+    Cow::Owned(format!("-{c}"))
 }
 
 fn is_number(s: &str) -> bool {
@@ -421,6 +482,10 @@ fn variants(pos: &[Pos]) -> Vec<Vec<&Pos>> {
 }
 
 fn positional(p: &Pattern, items: &[Item<'_>], mode: Mode, env: &Env<'_>) -> Outcome {
+    // Without an optional group the only variant is the tokens as written.
+    if !p.positional.iter().any(|x| matches!(x, Pos::Optional(_))) {
+        return flat(&p.positional, items, mode, env);
+    }
     let mut best = Outcome::No;
     for v in variants(&p.positional) {
         best = best.max(flat(&v, items, mode, env));
@@ -432,10 +497,18 @@ fn positional(p: &Pattern, items: &[Item<'_>], mode: Mode, env: &Env<'_>) -> Out
 }
 
 /// Dynamic programming over (pattern token, item): the best outcome reaching each state.
-fn flat(pats: &[&Pos], items: &[Item<'_>], mode: Mode, env: &Env<'_>) -> Outcome {
+fn flat<P: Borrow<Pos>>(pats: &[P], items: &[Item<'_>], mode: Mode, env: &Env<'_>) -> Outcome {
     let (np, ni) = (pats.len(), items.len());
     let w = ni + 1;
-    let mut reach = vec![Outcome::No; (np + 1) * w];
+    // The table lives on the stack for the usual sizes (it is built once per reading).
+    let mut small = [Outcome::No; 256];
+    let mut large = Vec::new();
+    let reach: &mut [Outcome] = if (np + 1) * w <= small.len() {
+        &mut small[..(np + 1) * w]
+    } else {
+        large.resize((np + 1) * w, Outcome::No);
+        &mut large
+    };
     reach[0] = Outcome::Yes;
     for pi in 0..=np {
         for ai in 0..=ni {
@@ -460,7 +533,7 @@ fn flat(pats: &[&Pos], items: &[Item<'_>], mode: Mode, env: &Env<'_>) -> Outcome
             if pi == np {
                 continue;
             }
-            match pats[pi] {
+            match pats[pi].borrow() {
                 Pos::Star => {
                     set(pi + 1, ai, r);
                     if ai < ni {
@@ -535,7 +608,10 @@ fn token_item(a: &Alts, item: Item<'_>, mode: Mode, env: &Env<'_>) -> Outcome {
     if !w.dynamic && !w.tilde && alts_match_text(a, &w.text) {
         return Outcome::Yes;
     }
-    let resolved = resolve(Some(w), env);
+    // Resolving builds a path: only when a token is path-like or the word needs it below.
+    let needs_path = a.0.iter().any(|g| is_path_like(&g.text));
+    let resolved =
+        if needs_path || w.tilde || w.home_suffix.is_some() { resolve(Some(w), env) } else { None };
     for g in &a.0 {
         if !is_path_like(&g.text) {
             continue;

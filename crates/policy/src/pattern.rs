@@ -337,6 +337,10 @@ pub(crate) fn basename(s: &str) -> &str {
 
 /// Match `text` against a glob with `*`, `?` and `[…]` classes (`*` crosses `/`).
 pub fn glob_match(pat: &str, text: &str) -> bool {
+    // Without `*`, `?` or `[` a glob matches only itself.
+    if !pat.contains(['*', '?', '[']) {
+        return pat == text;
+    }
     let p: Vec<char> = pat.chars().collect();
     let t: Vec<char> = text.chars().collect();
     glob_at(&p, &t)
