@@ -2,8 +2,12 @@
 # Hook round trip: `pinfold hook claude-code` reading a recorded PreToolUse payload, side by
 # side with `pinfold check` of the same command and with the shell that feeds both (hyperfine
 # 1.15 has no --input, so every entry runs under `sh -c` with a redirect, the same for all).
+# Both record their decision in the audit ledger (one fdatasync'ed append each), as they do
+# for a user; `hook-no-ledger` is the hook with `[audit] enabled = false`, to show what the
+# record costs. The ledger, key, cache and configuration all live in a temporary directory:
+# the run never touches the user's own ledger or settings.
 #
-#   bench/hook.sh          # writes bench/results/hook.json and prints a table
+#   RUNS=300 bench/hook.sh     # writes bench/results/hook.json and prints a table
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=bench/results
@@ -23,13 +27,21 @@ payload = {"session_id": "bench", "transcript_path": "/tmp/t.jsonl", "cwd": work
 open(work + "/payload.json", "w").write(json.dumps(payload))
 open(work + "/cmd.txt", "w").write(cmd)
 PY
-export PINFOLD_CACHE_DIR="$work/cache" XDG_STATE_HOME="$work/state"
-"$bin" hook claude-code < "$work/payload.json" >/dev/null   # warm the cache, make the key
+export PINFOLD_CACHE_DIR="$work/cache" PINFOLD_STATE_DIR="$work/state/pinfold" \
+    XDG_STATE_HOME="$work/state" XDG_CONFIG_HOME="$work/config"
+unset PINFOLD_LEDGER_KEY PINFOLD_NO_CACHE PINFOLD_SESSION
+mkdir -p "$work/no-ledger/pinfold"
+printf '[audit]\nenabled = false\n' > "$work/no-ledger/pinfold/config.toml"
+"$bin" hook claude-code < "$work/payload.json" >/dev/null   # warm the cache, make the keys
+XDG_CONFIG_HOME="$work/no-ledger" "$bin" hook claude-code < "$work/payload.json" >/dev/null
+before=$(wc -l < "$PINFOLD_STATE_DIR/ledger.jsonl")
 hyperfine --warmup 50 --runs "${RUNS:-500}" --export-json "$out/hook.json" \
     -n "sh" "true < $work/payload.json" \
     -n "check" "$bin check --cwd $work/project < $work/cmd.txt" \
     -n "hook-claude-code" "$bin hook claude-code < $work/payload.json" \
+    -n "hook-no-ledger" "XDG_CONFIG_HOME=$work/no-ledger $bin hook claude-code < $work/payload.json" \
     >/dev/null
+after=$(wc -l < "$PINFOLD_STATE_DIR/ledger.jsonl")
 python3 - "$out/hook.json" <<'PY'
 import json, sys
 d = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
@@ -38,3 +50,5 @@ print(f"{'command':18} {'median':>9} {'minus sh':>9}")
 for n, r in d.items():
     print(f"{n:18} {r['median']*1e3:8.3f}ms {(r['median']-base)*1e3:8.3f}ms")
 PY
+echo "ledger records written during the run: $((after - before))"
+echo "load: $(uptime)"
