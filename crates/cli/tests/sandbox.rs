@@ -957,6 +957,7 @@ both_users!(
     git_hooks_new_file,
     pinfold_config_write,
     pinfold_config_new_default_preset,
+    placeholders_outlive_a_concurrent_run,
     shell_rc_files_default_preset,
     deny_path_created_after_start,
     deny_glob_write,
@@ -1151,6 +1152,53 @@ fn pinfold_config_new_default_preset(u: User) {
                 .collect()
         },
     );
+}
+
+/// ESCAPES 5-6 with two runs at once in one project (an agent's parallel tool calls): run A
+/// creates the placeholders for the missing policy files; run B, started while A runs, relies
+/// on the same ones. A ends first. B's command then tries to create the policy files: A must
+/// not have removed what B's protection stands on (on unlink the kernel detaches a mount in
+/// other namespaces). Meanwhile a `pinfold check` in the project must not mistake the empty
+/// placeholders for policy, and after both runs no placeholder is left.
+fn placeholders_outlive_a_concurrent_run(u: User) {
+    let names = ["pinfold.toml", "pinfold.local.toml", "pinfold.yaml", "pinfold.json"];
+    let body: String = std::iter::once("sleep 2\n".to_string())
+        .chain(names.iter().map(|n| format!("t 'create {n} after the other run ended' 'echo \"[defaults]\" > {n}'\n")))
+        .collect();
+    let changes = |fx: &Fx| -> Vec<String> { names.iter().filter_map(|n| exists_change(&fx.proj.join(n))).collect() };
+
+    let mut c = Fx::new(u, "placeholders_outlive_a_concurrent_run");
+    c.use_default_preset();
+    let argv = c.sh_script("concurrent", &body);
+    let r = c.control(&argv);
+    c.assert_control(&r, &changes(&c), true);
+
+    let mut a = Fx::new(u, "placeholders_outlive_a_concurrent_run");
+    a.use_default_preset();
+    let argv = a.sh_script("concurrent", &body);
+    // Run A: short, started first.
+    let first = a.exec_argv(&[], &["sleep".into(), "0.7".into()]);
+    let mut first = a.cmd(&first);
+    first.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut first = first.spawn().expect("spawn run A");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !a.proj.join("pinfold.toml").exists() {
+        assert!(Instant::now() < deadline, "{}: run A never put its placeholders in place", a.label());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Run B, and a check while both run.
+    let b = std::thread::scope(|scope| {
+        let b = scope.spawn(|| a.exec(&[], &argv));
+        std::thread::sleep(Duration::from_millis(300));
+        let check = run_cmd(a.cmd(&[pinfold_bin(), "check".into(), "--".into(), "ls".into()]), "pinfold check -- ls".into(), None, TIMEOUT);
+        assert_eq!(check.code, Some(0), "{}: a check beside running sandboxes failed\n{}", a.label(), check.show());
+        b.join().expect("run B")
+    });
+    let status = first.wait().expect("wait for run A");
+    assert!(status.success(), "{}: run A failed: {status}", a.label());
+    a.assert_refused(&b, &changes(&a));
+    let left: Vec<&str> = names.iter().copied().filter(|n| a.proj.join(n).symlink_metadata().is_ok()).collect();
+    assert!(left.is_empty(), "{}: placeholders left behind: {left:?}", a.label());
 }
 
 /// ESCAPES 5: shell rc files, under the default preset, in the worst place: HOME is the project

@@ -187,7 +187,11 @@ fn placeholder_for(d: &Path) -> Option<(PathBuf, bool)> {
     let mut is_dir = false;
     loop {
         let parent = cur.parent()?.to_path_buf();
-        if let Ok(m) = std::fs::metadata(&parent) {
+        // Another run's placeholder directory counts as missing: this run then holds that
+        // directory, rather than putting its own placeholders inside it and leaving it behind.
+        if let Ok(m) = std::fs::metadata(&parent)
+            && !(m.is_dir() && sys::lhasxattr(&parent, PLACEHOLDER_MARK))
+        {
             // Beneath a file (`.git` in a worktree is a file) nothing can be created at all.
             return m.is_dir().then_some((cur, is_dir));
         }
@@ -261,18 +265,101 @@ fn create_base(base: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Placeholders created for the run; removed afterwards if still empty.
-struct Placeholders(Vec<(PathBuf, bool)>);
+/// The extended attribute that marks a placeholder as pinfold's (so a later run may remove it,
+/// and never a user's own empty file).
+const PLACEHOLDER_MARK: &str = "user.pinfold.placeholder";
+
+/// An empty file or directory at a protected path that this run relies on: held open with a
+/// shared `flock` for the whole run.
+struct Held {
+    path: PathBuf,
+    is_dir: bool,
+    file: std::fs::File,
+    created: bool,
+}
+
+/// The placeholders of a run. Concurrent runs in one project share them: each holds a shared
+/// lock on every one it relies on, and the last run to finish removes it. Without the locks a
+/// run ending would remove a placeholder another run still relied on, and on unlink the kernel
+/// detaches the mount on it in the other run's namespace: that run could then create the
+/// protected path.
+struct Placeholders(Vec<Held>);
+
+impl Placeholders {
+    /// Create (or find) the empty placeholder at `path` and hold it. A placeholder found
+    /// mid-removal by another run is made again.
+    fn hold(&mut self, path: &Path, is_dir: bool) -> Result<(), SandboxError> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let step = |what: &str| format!("{what} the placeholder {}", path.display());
+        for _ in 0..16 {
+            let made = if is_dir {
+                std::fs::DirBuilder::new().mode(0o755).create(path)
+            } else {
+                std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(path).map(drop)
+            };
+            let created = match made {
+                Ok(()) => true,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+                Err(source) => return Err(SandboxError::Setup { step: step("create"), source }),
+            };
+            let file = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(source) => return Err(SandboxError::Setup { step: step("open"), source }),
+            };
+            if created {
+                // Best effort: where the file system has no user xattrs the placeholder is
+                // left in place after the run rather than risk removing a user's file.
+                let _ = sys::fsetxattr(&file, PLACEHOLDER_MARK, b"1");
+            }
+            sys::flock(&file, libc::LOCK_SH).map_err(|source| SandboxError::Setup { step: step("lock"), source })?;
+            let (held, now) = (file.metadata(), std::fs::symlink_metadata(path));
+            if let (Ok(h), Ok(n)) = (held, now)
+                && (h.dev(), h.ino()) == (n.dev(), n.ino())
+            {
+                self.0.push(Held { path: path.to_path_buf(), is_dir, file, created });
+                return Ok(());
+            }
+            // Removed (or replaced) between our open and our lock: start over.
+        }
+        Err(SandboxError::Policy(format!("the placeholder {} keeps changing under pinfold; is another program removing it?", path.display())))
+    }
+
+    fn created(&self) -> Vec<PathBuf> {
+        self.0.iter().filter(|h| h.created).map(|h| h.path.clone()).collect()
+    }
+}
 
 impl Drop for Placeholders {
     fn drop(&mut self) {
-        for (p, is_dir) in self.0.iter().rev() {
-            if *is_dir {
-                let _ = std::fs::remove_dir(p);
-            } else if std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
-                let _ = std::fs::remove_file(p);
+        use std::os::unix::fs::MetadataExt;
+        for h in self.0.drain(..).rev() {
+            // Granted only when no other run holds it: the last one out removes it.
+            if sys::flock(&h.file, libc::LOCK_EX | libc::LOCK_NB).is_err() || !sys::fhasxattr(&h.file, PLACEHOLDER_MARK) {
+                continue;
+            }
+            let (Ok(held), Ok(now)) = (h.file.metadata(), std::fs::symlink_metadata(&h.path)) else { continue };
+            if (held.dev(), held.ino()) != (now.dev(), now.ino()) {
+                continue;
+            }
+            if h.is_dir {
+                let _ = std::fs::remove_dir(&h.path);
+            } else if now.is_file() && now.len() == 0 {
+                let _ = std::fs::remove_file(&h.path);
             }
         }
+    }
+}
+
+/// Whether `p` is an empty regular file or an empty directory: what a placeholder looks like.
+fn empty_file_or_dir(p: &Path) -> Option<bool> {
+    let m = std::fs::symlink_metadata(p).ok()?;
+    if m.is_file() && m.len() == 0 {
+        Some(false)
+    } else if m.is_dir() && std::fs::read_dir(p).ok()?.next().is_none() {
+        Some(true)
+    } else {
+        None
     }
 }
 
@@ -300,26 +387,24 @@ pub(crate) fn run(
     // A prestarted sandbox is used only if it was started for this very run directory.
     let pre = pre.filter(|p| p.run_dir == run_dir);
     let tmpdir = run_dir.join("tmp");
-    // Placeholders, so that deny paths that do not exist cannot be created.
-    let mut created = Placeholders(Vec::new());
+    // Placeholders, so that deny paths that do not exist cannot be created; and a shared lock
+    // on every empty protected path that exists (it may be another run's placeholder, which
+    // must outlive this run).
+    let mut held = Placeholders(Vec::new());
     for (i, (_, ph, is_dir)) in r.placeholders.iter().enumerate() {
         // Several deny paths may share one (`.git` for `.git/hooks` and `.git/config`).
         if r.placeholders[..i].iter().any(|(_, p, _)| p == ph) {
             continue;
         }
-        let made = if *is_dir {
-            std::fs::DirBuilder::new().mode(0o755).create(ph)
-        } else {
-            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(ph).map(drop)
-        };
-        match made {
-            Ok(()) => {
-                created.0.push((ph.clone(), *is_dir));
-                r.write_deny.push(ph.clone());
-            }
-            // Created meanwhile (by someone else): protect what is there.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => r.write_deny.push(ph.clone()),
-            Err(source) => return Err(SandboxError::Setup { step: format!("create the placeholder {}", ph.display()), source }),
+        held.hold(ph, *is_dir)?;
+        r.write_deny.push(ph.clone());
+    }
+    for d in r.write_deny.clone() {
+        if held.0.iter().any(|h| h.path == d) {
+            continue;
+        }
+        if let Some(is_dir) = empty_file_or_dir(&d) {
+            held.hold(&d, is_dir)?;
         }
     }
     let mut set_env = policy.set_env.clone();
@@ -348,7 +433,7 @@ pub(crate) fn run(
         writable: r.writable.clone(),
         missing_writable: r.missing_writable.clone(),
         write_deny: r.write_deny.clone(),
-        placeholders: created.0.iter().map(|(p, _)| p.clone()).collect(),
+        placeholders: held.created(),
         read_deny: r.read_deny.iter().map(|(p, _)| p.clone()).collect(),
         network: Some(policy.network),
         tmpdir: policy.private_tmp.then(|| tmpdir.clone()),
@@ -363,7 +448,7 @@ pub(crate) fn run(
     }
     release().map_err(SandboxError::NotReleased)?;
     let (code, reaper) = spawn_and_wait(&spec, &mut report, pre)?;
-    drop(created);
+    drop(held);
     Ok(Outcome { code, report, reaper: std::sync::Arc::new(reaper) })
 }
 

@@ -392,3 +392,33 @@ pub fn close_range(first: RawFd, last: RawFd) -> io::Result<()> {
     // `close_fds_from`).
     check_long(unsafe { libc::syscall(libc::SYS_close_range, first as libc::c_uint, last as libc::c_uint, 0 as libc::c_uint) }).map(drop)
 }
+
+/// `flock(2)` on `fd` (`LOCK_SH`, `LOCK_EX`, with `LOCK_NB` to fail instead of waiting).
+pub fn flock(fd: &impl AsRawFd, op: libc::c_int) -> io::Result<()> {
+    // SAFETY: no pointers; `fd` is open for the duration of the call.
+    check(unsafe { libc::flock(fd.as_raw_fd(), op) }).map(drop)
+}
+
+/// Set the extended attribute `name` (e.g. `user.x`) of the open file `fd` to `value`.
+pub fn fsetxattr(fd: &impl AsRawFd, name: &str, value: &[u8]) -> io::Result<()> {
+    let name = CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `name` is NUL-terminated and `value` valid for `value.len()` bytes, both alive
+    // for the call; `fd` is open.
+    check(unsafe { libc::fsetxattr(fd.as_raw_fd(), name.as_ptr(), value.as_ptr().cast(), value.len(), 0) }).map(drop)
+}
+
+/// Whether the open file `fd` has the extended attribute `name`.
+pub fn fhasxattr(fd: &impl AsRawFd, name: &str) -> bool {
+    let Ok(name) = CString::new(name) else { return false };
+    // SAFETY: `name` is NUL-terminated and alive for the call; a null buffer of size 0 asks
+    // only for the value's length, so nothing is written.
+    unsafe { libc::fgetxattr(fd.as_raw_fd(), name.as_ptr(), std::ptr::null_mut(), 0) >= 0 }
+}
+
+/// Whether `path` (not following a final symlink) has the extended attribute `name`.
+pub fn lhasxattr(path: &Path, name: &str) -> bool {
+    let (Ok(path), Ok(name)) = (cstr(path), CString::new(name)) else { return false };
+    // SAFETY: both strings are NUL-terminated and alive for the call; a null buffer of size 0
+    // asks only for the value's length, so nothing is written.
+    unsafe { libc::lgetxattr(path.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0) >= 0 }
+}

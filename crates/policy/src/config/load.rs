@@ -95,12 +95,16 @@ fn layers(opts: &LoadOptions, project: Option<&Path>) -> Result<Vec<PathBuf>, Co
     Ok(files)
 }
 
-/// The single `STEM.{toml,yaml,yml,json}` in `dir`, if any; two of them is an error.
+/// The single non-empty `STEM.{toml,yaml,yml,json}` in `dir`, if any; two of them is an
+/// error.
 fn find_one(dir: &Path, stem: &str) -> Result<Option<PathBuf>, ConfigError> {
     let mut found: Option<PathBuf> = None;
     for ext in EXTENSIONS {
         let candidate = dir.join(format!("{stem}.{ext}"));
-        if candidate.is_file() {
+        // An empty file counts as absent: `pinfold exec` puts empty placeholders at the policy
+        // file names a project lacks (so a command cannot create one) for the length of a run,
+        // and other pinfold processes must not take them for policy meanwhile.
+        if std::fs::metadata(&candidate).is_ok_and(|m| m.is_file() && m.len() > 0) {
             if let Some(first) = found {
                 return Err(ConfigError::Ambiguous {
                     first,

@@ -623,11 +623,27 @@ fn explicit_file_only() {
 #[test]
 fn ambiguous_files_are_an_error() {
     let env = Env::new();
-    write(&env.root, "proj/pinfold.toml", "");
-    write(&env.root, "proj/pinfold.yml", "");
+    write(&env.root, "proj/pinfold.toml", "[defaults]\n");
+    write(&env.root, "proj/pinfold.yml", "defaults: {}\n");
     let err = load(&env.opts("proj")).unwrap_err();
     assert!(matches!(err, ConfigError::Ambiguous { .. }), "{err:?}");
     assert!(err.to_string().contains("pinfold.toml and "), "{err}");
+}
+
+#[test]
+fn empty_policy_files_count_as_absent() {
+    // What `pinfold exec` leaves in place during a run: empty placeholders at every name.
+    let env = Env::new();
+    for name in ["pinfold.toml", "pinfold.yaml", "pinfold.yml", "pinfold.json", "pinfold.local.toml", "pinfold.local.json"] {
+        write(&env.root, &format!("proj/{name}"), "");
+    }
+    let c = load(&env.opts("proj")).unwrap();
+    assert_eq!(c.sources, ["pinfold:recommended", "pinfold:default"]);
+    // Beside a real project file, empty local files are ignored too.
+    write(&env.root, "proj/pinfold.yaml", "rules: [{deny: 'x *'}]\n");
+    let c = load(&env.opts("proj")).unwrap();
+    assert_eq!(c.sources, ["pinfold.yaml"]);
+    assert_eq!(patterns(&c), ["x *"]);
 }
 
 #[test]
@@ -663,7 +679,7 @@ fn project_root_resolution() {
     let c = load(&env.opts("proj/sub/deeper")).unwrap();
     assert_eq!(c.project_root, env.root.join("proj"));
     // a project file below the git root wins
-    write(&env.root, "proj/sub/pinfold.toml", "");
+    write(&env.root, "proj/sub/pinfold.toml", "# sub's policy\n");
     let c = load(&env.opts("proj/sub/deeper")).unwrap();
     assert_eq!(c.project_root, env.root.join("proj/sub"));
     // and is the root with -c too
@@ -971,7 +987,7 @@ fn a_project_file_cannot_turn_the_audit_off() {
         ("proj/pinfold.toml", "[audit]\nenabled = false\n"),
         ("proj/pinfold.local.toml", "[audit]\nenabled = false\n"),
     ] {
-        write(&env.root, "proj/pinfold.toml", "");
+        write(&env.root, "proj/pinfold.toml", "# the project's policy\n");
         write(&env.root, file, text);
         let err = load(&env.opts("proj/sub")).unwrap_err();
         let ConfigError::Invalid { location, key_path, message, hint } = &err else { panic!("{err:?}") };
