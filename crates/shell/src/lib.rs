@@ -45,6 +45,7 @@
 //! expand globs, tildes or the environment (it marks them), does not follow `source`d files,
 //! and resolves variables only from static assignments in the same input.
 
+mod syntax;
 mod walk;
 mod word;
 pub mod wrappers;
@@ -287,17 +288,27 @@ pub enum Unparseable {
     },
 }
 
-/// A node's kind name by table lookup: `Node::kind` measures and UTF-8-checks the C string
-/// on every call, which showed up at ~5 % of parsing time.
-pub(crate) fn kind(n: &tree_sitter::Node<'_>) -> &'static str {
+/// tree-sitter-bash, loaded once.
+pub(crate) fn language() -> &'static tree_sitter::Language {
     static LANG: std::sync::OnceLock<tree_sitter::Language> = std::sync::OnceLock::new();
+    LANG.get_or_init(|| tree_sitter_bash::LANGUAGE.into())
+}
+
+/// A kind id's name by table lookup: `Node::kind` measures and UTF-8-checks the C string
+/// on every call, which showed up at ~5 % of parsing time.
+pub(crate) fn kind_name(id: u16) -> &'static str {
     static KINDS: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     let kinds = KINDS.get_or_init(|| {
-        let lang: &'static tree_sitter::Language = LANG.get_or_init(|| tree_sitter_bash::LANGUAGE.into());
+        let lang = language();
         (0..lang.node_kind_count() as u16).map(|id| lang.node_kind_for_id(id).unwrap_or("")).collect()
     });
     // Every id the parser produces is in the table; an empty name matches no kind we handle.
-    kinds.get(usize::from(n.kind_id())).copied().unwrap_or("")
+    kinds.get(usize::from(id)).copied().unwrap_or("")
+}
+
+/// A node's kind name.
+pub(crate) fn kind(n: &syntax::Node<'_>) -> &'static str {
+    n.kind()
 }
 
 /// Parse `source` with the default [`Limits`].

@@ -10,8 +10,9 @@ use std::cell::RefCell;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use tree_sitter::{Node, Parser};
+use tree_sitter::Parser;
 
+use crate::syntax::{Node, SyntaxTree, NODES_PER_LEVEL};
 use crate::word::{self, Var, Vars};
 use crate::wrappers::{self, Inner, Unwrapped};
 use crate::{
@@ -42,11 +43,6 @@ impl Default for Limits {
     }
 }
 
-/// Syntax tree levels allowed per shell construct: `"$(…)"` costs about four node levels
-/// (string, substitution, command, argument), `a && b && …` one per operator. The node-level
-/// bound is a safety net for the walker's recursion; constructs are counted exactly.
-const NODES_PER_LEVEL: usize = 16;
-
 /// The walker recurses once per syntax level (at most `max_depth * NODES_PER_LEVEL`), a few KiB
 /// per level in debug builds. Before each level it makes sure this much stack is left, and
 /// grows the stack onto the heap (in `STACK_GROW` chunks) when it is not — so deep but
@@ -59,27 +55,6 @@ const SHORT_INPUT: usize = 16 << 10;
 /// Node depth below which no stack check is needed: 64 levels of the walk fit easily in any
 /// thread's stack (a few hundred KiB at most in debug builds).
 const SHALLOW: usize = 64;
-
-/// Node kinds that open a nesting level, for [`Limits::max_depth`].
-fn opens_level(kind: &str) -> bool {
-    matches!(
-        kind,
-        "command_substitution"
-            | "process_substitution"
-            | "subshell"
-            | "compound_statement"
-            | "if_statement"
-            | "while_statement"
-            | "for_statement"
-            | "c_style_for_statement"
-            | "case_statement"
-            | "arithmetic_expansion"
-            | "expansion"
-            | "parenthesized_expression"
-            | "test_command"
-            | "array"
-    )
-}
 
 thread_local! {
     static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
@@ -96,11 +71,16 @@ pub(crate) fn parse(source: &str, limits: &Limits) -> Result<CommandTree, Unpars
     // newline would turn into a line continuation; such text is parsed as it is.
     let trailing_backslashes = source.len() - source.trim_end_matches('\\').len();
     if source.ends_with('\n') || trailing_backslashes % 2 == 1 {
-        return parse_here(source, limits, deadline);
+        let (commands, functions) = parse_here(source, limits, deadline)?;
+        return Ok(CommandTree { source: source.to_string(), commands, functions });
     }
-    let padded = format!("{source}\n");
-    let mut tree = parse_here(&padded, limits, deadline)?;
-    tree.source.pop();
+    let mut padded = String::with_capacity(source.len() + 1);
+    padded.push_str(source);
+    padded.push('\n');
+    let (commands, functions) = parse_here(&padded, limits, deadline)?;
+    // The tree keeps the text it was given, without the newline (one copy, not two).
+    padded.pop();
+    let tree = CommandTree { source: padded, commands, functions };
     let len = tree.source.len();
     let outside = |r: &std::ops::Range<usize>| r.end > len;
     if tree.commands.iter().any(|c| outside(&c.span)) || tree.functions.iter().any(|(_, r)| outside(r)) {
@@ -110,7 +90,10 @@ pub(crate) fn parse(source: &str, limits: &Limits) -> Result<CommandTree, Unpars
     Ok(tree)
 }
 
-fn parse_here(source: &str, limits: &Limits, deadline: Instant) -> Result<CommandTree, Unparseable> {
+/// Commands and function definitions of `source`.
+type Parts = (Vec<SimpleCommand>, Vec<(String, Range<usize>)>);
+
+fn parse_here(source: &str, limits: &Limits, deadline: Instant) -> Result<Parts, Unparseable> {
     let mut w = Walker {
         top: source,
         src: source,
@@ -136,7 +119,7 @@ fn parse_here(source: &str, limits: &Limits, deadline: Instant) -> Result<Comman
     if let Some(e) = w.error {
         return Err(e);
     }
-    Ok(CommandTree { source: source.to_string(), commands: w.out, functions: w.functions })
+    Ok((w.out, w.functions))
 }
 
 /// How many context entries, redirects and words all commands together may hold: each command
@@ -146,8 +129,9 @@ fn output_budget(len: usize) -> usize {
     len.saturating_mul(16).saturating_add(1 << 20)
 }
 
-/// Parse text with tree-sitter, check it is complete, and return the tree.
-fn syntax_tree(text: &str, deadline: Instant, limits: &Limits) -> Result<tree_sitter::Tree, Unparseable> {
+/// Parse text with tree-sitter, check it is complete, and return the tree (see
+/// [`SyntaxTree::build`]).
+fn syntax_tree(text: &str, deadline: Instant, limits: &Limits) -> Result<SyntaxTree, Unparseable> {
     if let Some(offset) = text.find('\0') {
         return Err(Unparseable::Nul { offset });
     }
@@ -155,7 +139,7 @@ fn syntax_tree(text: &str, deadline: Instant, limits: &Limits) -> Result<tree_si
         let mut slot = cell.borrow_mut();
         let parser = slot.get_or_insert_with(|| {
             let mut p = Parser::new();
-            p.set_language(&tree_sitter_bash::LANGUAGE.into())
+            p.set_language(crate::language())
                 .expect("tree-sitter-bash matches the tree-sitter ABI it was built with");
             p
         });
@@ -164,8 +148,7 @@ fn syntax_tree(text: &str, deadline: Instant, limits: &Limits) -> Result<tree_si
         // the long inputs.
         if text.len() <= SHORT_INPUT {
             let tree = parser.parse(text, None).ok_or(Unparseable::Timeout { millis: limits.timeout.as_millis() as u64 })?;
-            check_complete(&tree, text, limits, deadline)?;
-            return Ok(tree);
+            return SyntaxTree::build(&tree, text, limits, deadline);
         }
         let mut timed_out = false;
         let mut progress = |_: &tree_sitter::ParseState| {
@@ -187,100 +170,8 @@ fn syntax_tree(text: &str, deadline: Instant, limits: &Limits) -> Result<tree_si
             return Err(Unparseable::Timeout { millis: limits.timeout.as_millis() as u64 });
         }
         let tree = tree.ok_or(Unparseable::Timeout { millis: limits.timeout.as_millis() as u64 })?;
-        check_complete(&tree, text, limits, deadline)?;
-        Ok(tree)
+        SyntaxTree::build(&tree, text, limits, deadline)
     })
-}
-
-/// Fail closed: any ERROR or MISSING node, any nesting past the limit, or any input bytes the
-/// tree does not account for (tree-sitter can drop text after some heredocs) make the whole
-/// input unparseable.
-fn check_complete(
-    tree: &tree_sitter::Tree,
-    text: &str,
-    limits: &Limits,
-    deadline: Instant,
-) -> Result<(), Unparseable> {
-    let root = tree.root_node();
-    let max_nodes = limits.max_depth.saturating_mul(NODES_PER_LEVEL);
-    // Iterative pre-order walk: depth check, error search and coverage of leaf bytes.
-    let mut cursor = root.walk();
-    // For each node on the path from the root: whether it opens a nesting level.
-    let mut path: Vec<bool> = Vec::new();
-    let mut levels = 0usize;
-    let mut covered_to = 0usize;
-    let mut first_error: Option<(usize, String)> = None;
-    let mut steps = 0usize;
-    loop {
-        steps += 1;
-        if steps.is_multiple_of(4096) && Instant::now() > deadline {
-            return Err(Unparseable::Timeout { millis: limits.timeout.as_millis() as u64 });
-        }
-        let node = cursor.node();
-        let opens = opens_level(crate::kind(&node));
-        path.push(opens);
-        levels += usize::from(opens);
-        if path.len() > max_nodes || levels > limits.max_depth {
-            return Err(Unparseable::TooDeep { limit: limits.max_depth });
-        }
-        if first_error.is_none() && (node.is_error() || node.is_missing()) {
-            let what = if node.is_missing() {
-                format!("missing `{}`", crate::kind(&node))
-            } else {
-                let t = text.get(node.byte_range()).unwrap_or("");
-                let t: String = t.chars().take(30).collect();
-                format!("unexpected `{t}`")
-            };
-            first_error = Some((node.start_byte(), what));
-        }
-        let leaf = node.child_count() == 0;
-        if leaf || matches!(crate::kind(&node), "heredoc_body" | "comment") {
-            if node.start_byte() > covered_to {
-                gap_is_blank(text, covered_to, node.start_byte())?;
-            }
-            covered_to = covered_to.max(node.end_byte());
-        }
-        if !matches!(crate::kind(&node), "heredoc_body" | "comment") && cursor.goto_first_child() {
-            continue;
-        }
-        loop {
-            if path.pop() == Some(true) {
-                levels -= 1;
-            }
-            if cursor.goto_next_sibling() {
-                break;
-            }
-            if !cursor.goto_parent() {
-                if let Some((offset, detail)) = first_error {
-                    return Err(Unparseable::Syntax { offset, detail });
-                }
-                if text.len() > covered_to {
-                    gap_is_blank(text, covered_to, text.len())?;
-                }
-                return Ok(());
-            }
-        }
-    }
-}
-
-/// Text between syntax leaves may only be blanks, newlines, line continuations and `;`/`&`
-/// separators the grammar folded away; anything else was silently dropped by the parser.
-fn gap_is_blank(text: &str, from: usize, to: usize) -> Result<(), Unparseable> {
-    let gap = &text.as_bytes()[from..to];
-    let mut i = 0;
-    while i < gap.len() {
-        match gap[i] {
-            b' ' | b'\t' | b'\n' | b'\r' => i += 1,
-            b'\\' if gap.get(i + 1) == Some(&b'\n') => i += 2,
-            _ => {
-                return Err(Unparseable::Syntax {
-                    offset: from + i,
-                    detail: "text the parser did not account for".into(),
-                });
-            }
-        }
-    }
-    Ok(())
 }
 
 /// How spans in the text being walked map to the original input.
@@ -336,7 +227,7 @@ impl<'a> Walker<'a> {
 
     fn parse_text(&mut self, text: &'a str) -> Result<(), Unparseable> {
         let tree = syntax_tree(text, self.deadline, self.limits)?;
-        self.visit(tree.root_node());
+        self.visit(tree.root());
         Ok(())
     }
 
@@ -347,9 +238,7 @@ impl<'a> Walker<'a> {
     }
 
     fn children(&mut self, n: Node<'_>) {
-        let mut c = n.walk();
-        let kids: Vec<Node<'_>> = n.named_children(&mut c).collect();
-        for k in kids {
+        for k in n.named_children() {
             self.visit(k);
         }
     }
@@ -485,16 +374,14 @@ impl<'a> Walker<'a> {
     /// text between the nodes tree-sitter made (sometimes the whole body) for any it missed.
     fn heredoc_gaps(&mut self, body: Node<'_>) {
         let quoted = body.parent().is_some_and(|r| {
-            let mut c = r.walk();
-            let start = r.children(&mut c).find(|k| crate::kind(&k) == "heredoc_start");
+            let start = r.children().find(|k| crate::kind(&k) == "heredoc_start");
             start.is_some_and(|k| self.text(k).contains(['\'', '"', '\\']))
         });
         if quoted {
             return;
         }
         let mut pos = body.start_byte();
-        let mut c = body.walk();
-        let mut ranges: Vec<Range<usize>> = body.children(&mut c).map(|k| k.byte_range()).collect();
+        let mut ranges: Vec<Range<usize>> = body.children().map(|k| k.byte_range()).collect();
         ranges.push(body.end_byte()..body.end_byte());
         for r in ranges {
             if r.start > pos
@@ -513,8 +400,7 @@ impl<'a> Walker<'a> {
 
     /// A sequence of statements; one followed by `&` runs in the background.
     fn statements(&mut self, n: Node<'_>) {
-        let mut c = n.walk();
-        let kids: Vec<Node<'_>> = n.children(&mut c).collect();
+        let kids: Vec<Node<'_>> = n.children().collect();
         for (i, k) in kids.iter().enumerate() {
             if !k.is_named() {
                 continue;
@@ -558,8 +444,7 @@ impl<'a> Walker<'a> {
                 }
                 "command" => {
                     // `read X` and friends assign too.
-                    let mut c = x.walk();
-                    for a in x.children_by_field_name("argument", &mut c) {
+                    for a in x.children_by_field_name("argument") {
                         let t = self.text(a);
                         if is_name(t) {
                             self.vars.map.insert(t.to_string(), Var::Unknown);
@@ -568,8 +453,7 @@ impl<'a> Walker<'a> {
                 }
                 _ => {}
             }
-            let mut c = x.walk();
-            stack.extend(x.named_children(&mut c));
+            stack.extend(x.named_children());
         }
     }
 
@@ -581,8 +465,7 @@ impl<'a> Walker<'a> {
         let span = self.span(n.byte_range());
         self.functions.push((name.clone(), span));
         // `f() { …; } > log`: every run of the body writes to log.
-        let mut c = n.walk();
-        let redirect_nodes: Vec<Node<'_>> = n.children_by_field_name("redirect", &mut c).collect();
+        let redirect_nodes: Vec<Node<'_>> = n.children_by_field_name("redirect").collect();
         let rs = self.redirect_list(redirect_nodes.iter(), true);
         let before = self.inherited.len();
         self.inherited.extend(rs);
@@ -614,8 +497,7 @@ impl<'a> Walker<'a> {
         match crate::kind(&b) {
             k @ ("pipeline" | "list") => {
                 let ctx = if k == "pipeline" { Context::Pipeline } else { Context::AndOr };
-                let mut c = b.walk();
-                let kids: Vec<Node<'_>> = b.named_children(&mut c).filter(|x| crate::kind(x) != "comment").collect();
+                let kids: Vec<Node<'_>> = b.named_children().filter(|x| crate::kind(x) != "comment").collect();
                 self.ctx.push(ctx);
                 let consumed = match kids.split_last() {
                     Some((last, rest)) => {
@@ -645,8 +527,7 @@ impl<'a> Walker<'a> {
     }
 
     fn redirected(&mut self, n: Node<'_>) {
-        let mut c = n.walk();
-        let redirect_nodes: Vec<Node<'_>> = n.children_by_field_name("redirect", &mut c).collect();
+        let redirect_nodes: Vec<Node<'_>> = n.children_by_field_name("redirect").collect();
         let body = n.child_by_field_name("body");
         match body {
             Some(b) if crate::kind(&b) == "command" => {
@@ -655,8 +536,7 @@ impl<'a> Walker<'a> {
                 let mut span = n.byte_range();
                 for r in &redirect_nodes {
                     if heredoc_pipeline(*r).is_some() {
-                        let mut c = r.walk();
-                        let op = r.children(&mut c).find(|k| {
+                        let op = r.children().find(|k| {
                             crate::kind(&k) == "pipeline" || !k.is_named() && connector_context(crate::kind(&k)).is_some()
                         });
                         if let Some(op) = op {
@@ -730,8 +610,7 @@ impl<'a> Walker<'a> {
     /// Walk what may run inside a redirect: substitutions in its target, and the statements
     /// that tree-sitter attaches to a heredoc (`cat <<EOF | grep x`, `cat <<EOF && rm x`).
     fn redirect_inner(&mut self, r: Node<'_>) {
-        let mut c = r.walk();
-        let kids: Vec<Node<'_>> = r.children(&mut c).collect();
+        let kids: Vec<Node<'_>> = r.children().collect();
         let mut connector: Option<Context> = None;
         for k in kids {
             if !k.is_named() {
@@ -770,8 +649,7 @@ impl<'a> Walker<'a> {
         for r in nodes {
             out.extend(self.redirect(*r, inherited));
             if crate::kind(&r) == "heredoc_redirect" {
-                let mut c = r.walk();
-                for k in r.children(&mut c) {
+                for k in r.children() {
                     if !k.is_named() && connector_context(crate::kind(&k)).is_some() {
                         break;
                     }
@@ -788,8 +666,7 @@ impl<'a> Walker<'a> {
         let mut op = String::new();
         let mut fd = None;
         let mut target = None;
-        let mut c = r.walk();
-        for k in r.children(&mut c) {
+        for k in r.children() {
             match crate::kind(&k) {
                 "file_descriptor" => fd = self.text(k).parse().ok(),
                 "heredoc_start" => {
@@ -826,20 +703,10 @@ impl<'a> Walker<'a> {
     fn command(&mut self, n: Node<'_>, extra_redirects: Vec<Node<'_>>, span: Range<usize>) {
         let mut assignments = Vec::new();
         let mut redirect_nodes = Vec::new();
-        let mut words: Vec<Word> = Vec::new();
-        let mut word_nodes = Vec::new();
-        // A cursor gives each child's field in constant time (`field_name_for_child` scans
-        // the children, which made long commands quadratic).
-        let mut kids: Vec<(Option<&str>, Node<'_>)> = Vec::new();
-        let mut c = n.walk();
-        if c.goto_first_child() {
-            loop {
-                kids.push((c.field_name(), c.node()));
-                if !c.goto_next_sibling() {
-                    break;
-                }
-            }
-        }
+        let kids: Vec<(Option<&str>, Node<'_>)> = n.children().map(|k| (k.field_name(), k)).collect();
+        // Usually one word per child; reserved up front, as growing a vector of words past
+        // 1 KiB made glibc consolidate its free lists.
+        let mut words: Vec<Word> = Vec::with_capacity(kids.len());
         for (field, k) in &kids {
             match (*field, crate::kind(&k)) {
                 (_, "variable_assignment") => {
@@ -854,10 +721,8 @@ impl<'a> Walker<'a> {
                     } else {
                         *k
                     };
-                    words.extend(word::fields(target, self.src, &self.vars, self.span(k.byte_range())));
-                    word_nodes.push(*k);
+                    word::fields(target, self.src, &self.vars, self.span(k.byte_range()), &mut words);
                 }
-                (_, "subshell") => word_nodes.push(*k),
                 _ => {}
             }
         }
@@ -1142,10 +1007,10 @@ impl<'a> Walker<'a> {
             // track; nothing assigned here comes back either.
             let saved = sub.vars.clone();
             sub.vars.poisoned = true;
-            sub.visit(tree.root_node());
+            sub.visit(tree.root());
             sub.vars = saved;
         } else {
-            sub.visit(tree.root_node());
+            sub.visit(tree.root());
         }
         self.out = sub.out;
         self.functions = sub.functions;
@@ -1162,15 +1027,13 @@ impl<'a> Walker<'a> {
         let name_node = n.child_by_field_name("name")?;
         let name = assigned_name(self.text(name_node)).to_string();
         let append = {
-            let mut c = n.walk();
-            n.children(&mut c).any(|k| crate::kind(&k) == "+=")
+            n.children().any(|k| crate::kind(&k) == "+=")
         };
         let value = match n.child_by_field_name("value") {
             Some(v) if crate::kind(&v) == "array" => {
                 let mut parts = Vec::new();
                 let mut dynamic = false;
-                let mut c = v.walk();
-                for e in v.named_children(&mut c) {
+                for e in v.named_children() {
                     let w = word::single(e, self.src, &self.vars, self.span(e.byte_range()));
                     dynamic |= w.dynamic;
                     parts.push(w.text);
@@ -1201,8 +1064,7 @@ impl<'a> Walker<'a> {
 
     fn bare_assignment(&mut self, n: Node<'_>) {
         let nodes: Vec<Node<'_>> = if crate::kind(&n) == "variable_assignments" {
-            let mut c = n.walk();
-            n.named_children(&mut c).collect()
+            n.named_children().collect()
         } else {
             vec![n]
         };
@@ -1238,8 +1100,7 @@ impl<'a> Walker<'a> {
     fn declaration(&mut self, n: Node<'_>) {
         let mut words = Vec::new();
         let mut sets = Vec::new();
-        let mut c = n.walk();
-        let kids: Vec<Node<'_>> = n.children(&mut c).collect();
+        let kids: Vec<Node<'_>> = n.children().collect();
         for k in &kids {
             match crate::kind(&k) {
                 "variable_assignment" => {
@@ -1255,7 +1116,7 @@ impl<'a> Walker<'a> {
                 "variable_name" => {
                     let t = self.text(*k);
                     sets.push((t.to_string(), None));
-                    words.extend(word::fields(*k, self.src, &self.vars, self.span(k.byte_range())));
+                    word::fields(*k, self.src, &self.vars, self.span(k.byte_range()), &mut words);
                 }
                 _ if !k.is_named() => {
                     if words.is_empty() {
@@ -1263,7 +1124,7 @@ impl<'a> Walker<'a> {
                     }
                 }
                 "comment" => {}
-                _ => words.extend(word::fields(*k, self.src, &self.vars, self.span(k.byte_range()))),
+                _ => word::fields(*k, self.src, &self.vars, self.span(k.byte_range()), &mut words),
             }
         }
         let keyword = words.first().map(|w| w.text.clone()).unwrap_or_default();
@@ -1357,8 +1218,7 @@ fn heredoc_pipeline(r: Node<'_>) -> Option<Context> {
     if crate::kind(&r) != "heredoc_redirect" {
         return None;
     }
-    let mut c = r.walk();
-    let kids: Vec<Node<'_>> = r.children(&mut c).collect();
+    let kids: Vec<Node<'_>> = r.children().collect();
     kids.iter().find_map(|k| {
         if crate::kind(&k) == "pipeline" {
             Some(Context::Pipeline)
@@ -1411,8 +1271,7 @@ fn plain_word(text: &str, span: Range<usize>) -> Word {
 
 /// The variable an arithmetic expression assigns (`X = 1`, `X += 1`, `X++`, `--X`), if any.
 fn arith_assigned<'s>(x: Node<'_>, src: &'s str) -> Option<&'s str> {
-    let mut c = x.walk();
-    let kids: Vec<Node<'_>> = x.children(&mut c).collect();
+    let kids: Vec<Node<'_>> = x.children().collect();
     let assigns = kids.iter().any(|k| {
         !k.is_named()
             && matches!(

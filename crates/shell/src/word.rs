@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use tree_sitter::Node;
+use crate::syntax::Node;
 
 use crate::Word;
 
@@ -44,11 +44,60 @@ impl Vars {
     }
 }
 
+/// The fields of one word: almost always exactly one, so the first is kept inline and the
+/// list is allocated only when a known value splits (a `Vec` per word showed in profiles).
+#[derive(Debug, Default)]
+struct Fields {
+    first: Option<String>,
+    more: Vec<String>,
+}
+
+impl Fields {
+    fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.more.len()
+    }
+
+    fn push(&mut self, f: String) {
+        if self.first.is_none() {
+            self.first = Some(f);
+        } else {
+            self.more.push(f);
+        }
+    }
+
+    fn first(&self) -> Option<&String> {
+        self.first.as_ref()
+    }
+
+    fn last(&self) -> Option<&String> {
+        self.more.last().or(self.first.as_ref())
+    }
+
+    fn last_mut(&mut self) -> Option<&mut String> {
+        match self.more.last_mut() {
+            Some(l) => Some(l),
+            None => self.first.as_mut(),
+        }
+    }
+
+    fn pop(&mut self) -> Option<String> {
+        self.more.pop().or_else(|| self.first.take())
+    }
+
+    fn into_iter(self) -> impl Iterator<Item = String> {
+        self.first.into_iter().chain(self.more)
+    }
+}
+
 /// Accumulates fields while walking the parts of one word.
 struct Acc<'a> {
     src: &'a str,
     vars: &'a Vars,
-    fields: Vec<String>,
+    fields: Fields,
     /// Whether the current (last) field has begun; an unquoted empty expansion alone
     /// produces no field at all.
     open: bool,
@@ -122,6 +171,12 @@ impl<'a> Acc<'a> {
     }
 
     fn unquoted_text(&mut self, raw: &str, at_start: bool) {
+        // Most words hold nothing this loop looks for: no escape, glob, tilde or brace (and
+        // `,` `.` `}` only matter after an unquoted `{`).
+        if self.brace == 0 && !raw.bytes().any(|b| matches!(b, b'\\' | b'*' | b'?' | b'[' | b'~' | b'{')) {
+            self.literal(raw);
+            return;
+        }
         let mut out = String::with_capacity(raw.len());
         let mut chars = raw.chars().peekable();
         let mut first = at_start;
@@ -164,7 +219,7 @@ impl<'a> Acc<'a> {
 
     fn node(&mut self, node: Node<'_>, quoted: bool) {
         let text = &self.src[node.byte_range()];
-        let at_start = self.fields.is_empty() || (self.fields.len() == 1 && self.fields[0].is_empty());
+        let at_start = self.fields.is_empty() || (self.fields.len() == 1 && self.fields.first().is_some_and(|f| f.is_empty()));
         match crate::kind(&node) {
             "word" | "number" if !quoted => self.unquoted_text(text, at_start),
             "word" | "number" | "string_content" | "heredoc_content" | "variable_name" => self.literal(text),
@@ -183,8 +238,7 @@ impl<'a> Acc<'a> {
             "string" | "translated_string" => self.double_quoted(node),
             "simple_expansion" | "expansion" => self.expansion(node, text, quoted, at_start),
             "concatenation" => {
-                let mut c = node.walk();
-                for child in node.children(&mut c) {
+                for child in node.children() {
                     self.node(child, quoted);
                 }
             }
@@ -206,8 +260,7 @@ impl<'a> Acc<'a> {
         // Ensure the field exists even for `""` (an empty quoted word is still a word).
         self.cur();
         let mut pos = content_start;
-        let mut c = node.walk();
-        for child in node.named_children(&mut c) {
+        for child in node.named_children() {
             match crate::kind(&child) {
                 "string_content" => continue,
                 _ => {
@@ -342,11 +395,11 @@ fn ansi_c(s: &str) -> Option<String> {
 
 /// The fields bash would produce from one word node. Usually one; an unquoted expansion of
 /// a known value with blanks splits into several, an unquoted empty one into none.
-pub(crate) fn fields(node: Node<'_>, src: &str, vars: &Vars, span: std::ops::Range<usize>) -> Vec<Word> {
+pub(crate) fn fields(node: Node<'_>, src: &str, vars: &Vars, span: std::ops::Range<usize>, out: &mut Vec<Word>) {
     let mut acc = Acc {
         src,
         vars,
-        fields: Vec::new(),
+        fields: Fields::default(),
         open: false,
         dynamic: false,
         splits: false,
@@ -368,24 +421,21 @@ pub(crate) fn fields(node: Node<'_>, src: &str, vars: &Vars, span: std::ops::Ran
     }
     let home_suffix = match acc.home_end {
         Some(end) if acc.dynamic_parts == 1 && fields.len() == 1 => {
-            let rest = &fields[0][end..];
+            let rest = fields.first().map_or("", |f| &f[end..]);
             (rest.is_empty() || rest.starts_with('/')).then(|| rest.to_string())
         }
         _ => None,
     };
     let n = fields.len();
-    fields
-        .into_iter()
-        .map(|text| Word {
-            span: span.clone(),
-            text,
-            dynamic: acc.dynamic,
-            splits: acc.splits,
-            glob: acc.glob,
-            tilde: acc.tilde,
-            home_suffix: if n == 1 { home_suffix.clone() } else { None },
-        })
-        .collect()
+    out.extend(fields.into_iter().map(|text| Word {
+        span: span.clone(),
+        text,
+        dynamic: acc.dynamic,
+        splits: acc.splits,
+        glob: acc.glob,
+        tilde: acc.tilde,
+        home_suffix: if n == 1 { home_suffix.clone() } else { None },
+    }));
 }
 
 /// One word, never split: for assignment values and redirect targets, where bash does not
@@ -394,7 +444,7 @@ pub(crate) fn single(node: Node<'_>, src: &str, vars: &Vars, span: std::ops::Ran
     let mut acc = Acc {
         src,
         vars,
-        fields: Vec::new(),
+        fields: Fields::default(),
         open: false,
         dynamic: false,
         splits: false,
@@ -407,7 +457,7 @@ pub(crate) fn single(node: Node<'_>, src: &str, vars: &Vars, span: std::ops::Ran
     // Assignment values are not split: treat the whole node as quoted for expansions, but
     // keep unquoted escape handling for literal words.
     acc.node_unsplit(node);
-    let text = acc.fields.concat();
+    let text = acc.fields.into_iter().collect::<String>();
     Word {
         span,
         text,
@@ -423,8 +473,7 @@ impl Acc<'_> {
     fn node_unsplit(&mut self, node: Node<'_>) {
         match crate::kind(&node) {
             "concatenation" => {
-                let mut c = node.walk();
-                for child in node.children(&mut c) {
+                for child in node.children() {
                     self.node_unsplit(child);
                 }
             }
