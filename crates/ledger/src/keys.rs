@@ -39,16 +39,26 @@ pub fn load_or_create(path: &Path, pub_path: &Path) -> Result<SigningKey, Error>
             fs::File::open("/dev/urandom")
                 .and_then(|mut f| f.read_exact(&mut seed))
                 .map_err(|e| Error::io("read random bytes for a key", Path::new("/dev/urandom"), e))?;
-            let key = SigningKey::from_bytes(&seed);
-            let mut f = OpenOptions::new()
+            // Written whole to a file of our own, then linked into place: a writer killed
+            // half-way leaves no empty or partial key behind, and of two processes creating
+            // one at once, the first link wins and the other uses that key.
+            let tmp = temp_beside(path);
+            let _ = fs::remove_file(&tmp); // left by a crashed process that had our pid
+            let written = OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
-                .open(path)
-                .map_err(|e| Error::io("create the signing key", path, e))?;
-            f.write_all(format!("{}\n", hex(&seed)).as_bytes())
-                .and_then(|()| f.sync_all())
-                .map_err(|e| Error::io("write the signing key", path, e))?;
+                .open(&tmp)
+                .and_then(|mut f| f.write_all(format!("{}\n", hex(&seed)).as_bytes()).and_then(|()| f.sync_all()));
+            let linked = written.and_then(|()| fs::hard_link(&tmp, path));
+            let _ = fs::remove_file(&tmp);
+            match linked {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return load_or_create(path, pub_path),
+                Err(e) => return Err(Error::io("create the signing key", path, e)),
+            }
+            sync_parent(path);
+            let key = SigningKey::from_bytes(&seed);
             write_public(pub_path, &key.verifying_key())?;
             Ok(key)
         }
@@ -56,8 +66,21 @@ pub fn load_or_create(path: &Path, pub_path: &Path) -> Result<SigningKey, Error>
     }
 }
 
+/// A name beside `path` that no other process uses.
+fn temp_beside(path: &Path) -> PathBuf {
+    let name = path.file_name().map_or_else(Default::default, |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
+}
+
+/// Best effort: make a new name in `path`'s directory durable.
+fn sync_parent(path: &Path) {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let _ = fs::File::open(dir).and_then(|d| d.sync_all());
+    }
+}
+
 fn write_public(path: &Path, key: &VerifyingKey) -> Result<(), Error> {
-    let tmp = path.with_extension("pub.tmp");
+    let tmp = temp_beside(path);
     fs::write(&tmp, format!("{}\n", hex(key.as_bytes())))
         .and_then(|()| fs::rename(&tmp, path))
         .map_err(|e| Error::io("write the public key", path, e))
