@@ -11,7 +11,6 @@
 //!   **ask**;
 //! * input that cannot be parsed gets `defaults.on_parse_error` (ask or deny, never allow).
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
 
@@ -21,6 +20,7 @@ use serde::Serialize;
 use crate::config::{Action, Config, Location, RuleSpec, SandboxPreset};
 use crate::env::dangerous_env;
 use crate::matcher::{self, Env, Mode, Outcome};
+use crate::options::FnvMap;
 use crate::pattern::{Pattern, PatternError};
 
 /// A rule's pattern that does not compile.
@@ -68,7 +68,7 @@ pub(crate) enum RuleStore {
 /// Rule indices by key.
 #[derive(Debug)]
 pub(crate) enum Index {
-    Map(HashMap<String, Vec<usize>>),
+    Map(FnvMap<String, Vec<usize>>),
     /// Sorted `key\tN,N,…\n` lines from a cache entry, searched without parsing.
     Lines(Vec<u8>),
 }
@@ -194,7 +194,7 @@ impl Policy {
     /// Compile every rule's pattern.
     pub fn new(config: Config) -> Result<Policy, PolicyError> {
         let mut rules = Vec::with_capacity(config.rules.len());
-        let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_name: FnvMap<String, Vec<usize>> = FnvMap::default();
         let mut wildcard = Vec::new();
         for spec in &config.rules {
             let known = |n: &str| config.paths.contains_key(n);

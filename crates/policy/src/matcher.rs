@@ -266,8 +266,9 @@ impl<'a> Enum<'a, '_, '_> {
             return;
         }
         // Single dash.
-        let whole = options::arity(self.tables.as_slice(), t);
-        if self.style() == Style::Single || options::listed(self.tables.as_slice(), t) || is_number(&t[1..]) {
+        let listing = options::listing(self.tables.as_slice(), t);
+        let whole = listing.unwrap_or_else(|| options::unlisted(self.tables.as_slice()));
+        if self.style() == Style::Single || listing.is_some() || is_number(&t[1..]) {
             let arity = if is_number(&t[1..]) { Arity::Flag } else { whole };
             self.option_with_arity(r, Cow::Borrowed(t), arity, i);
             return;
@@ -450,44 +451,13 @@ fn yes_no(b: bool) -> Outcome {
     if b { Outcome::Yes } else { Outcome::No }
 }
 
-/// Optional groups expanded into flat variants (with and without each group).
-fn variants(pos: &[Pos]) -> Vec<Vec<&Pos>> {
-    let mut out: Vec<Vec<&Pos>> = vec![Vec::new()];
-    for p in pos {
-        match p {
-            Pos::Optional(inner) => {
-                let inner_vs = variants(inner);
-                let mut next = Vec::with_capacity(out.len() * (inner_vs.len() + 1));
-                for v in &out {
-                    next.push(v.clone());
-                    for iv in &inner_vs {
-                        let mut nv = v.clone();
-                        nv.extend(iv.iter().copied());
-                        next.push(nv);
-                    }
-                }
-                out = next;
-                if out.len() > 64 {
-                    out.truncate(64);
-                }
-            }
-            other => {
-                for v in &mut out {
-                    v.push(other);
-                }
-            }
-        }
-    }
-    out
-}
-
 fn positional(p: &Pattern, items: &[Item<'_>], mode: Mode, env: &Env<'_>) -> Outcome {
     // Without an optional group the only variant is the tokens as written.
-    if !p.positional.iter().any(|x| matches!(x, Pos::Optional(_))) {
+    if p.variants.is_empty() {
         return flat(&p.positional, items, mode, env);
     }
     let mut best = Outcome::No;
-    for v in variants(&p.positional) {
+    for v in &p.variants {
         best = best.max(flat(&v, items, mode, env));
         if best == Outcome::Yes {
             break;

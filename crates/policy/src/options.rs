@@ -10,6 +10,37 @@
 //! `style` says how single-dash words are read: `Gnu` splits `-rf` into `-r -f`; `Single`
 //! (find, go, java…) reads `-name` as one option.
 
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::OnceLock;
+
+/// FNV-1a: a few cycles for the short names looked up here, where the standard SipHash cost
+/// more than the search it replaced. Keys come from built-in tables and the policy, never
+/// inserted from command text, so there is nothing to flood.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+/// A map with [`Fnv`] hashing.
+pub(crate) type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
+
 /// How a tool reads single-dash words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Style {
@@ -150,21 +181,68 @@ pub static TABLES: &[Table] = &[
     t("systemctl", &["-t", "--type", "--state", "-p", "--property", "-H", "--host", "-M", "--machine", "-n", "--lines", "-o", "--output", "--signal", "-s", "--kill-whom", "--root", "--job-mode"], &["-a", "--all", "-r", "--recursive", "--user", "--system", "--global", "--now", "--force", "-f", "-q", "--quiet", "--no-block", "--no-pager", "--no-legend", "--runtime", "-l", "--full", "--failed", "-i", "--ignore-inhibitors", "--dry-run", "--no-reload", "--no-ask-password", "--show-types"]),
 ];
 
+/// Lookups into [`TABLES`], built on first use. The matcher asks for a command's table once
+/// per rule, for a subcommand's once per reading and for every option of every reading;
+/// scanning the lists (a hundred options for `docker run`) showed in profiles.
+struct Lookup {
+    /// Table index by name (`git`, `git push`).
+    by_name: FnvMap<&'static str, usize>,
+    /// Table index by the part of its name before a space, then the part after.
+    subs: FnvMap<&'static str, FnvMap<&'static str, usize>>,
+    /// Each table's listed options (values win over flags, as in [`arity`]).
+    options: Vec<FnvMap<&'static str, Arity>>,
+}
+
+fn lookup_tables() -> &'static Lookup {
+    static LOOKUP: OnceLock<Lookup> = OnceLock::new();
+    LOOKUP.get_or_init(|| {
+        let mut by_name = FnvMap::default();
+        let mut subs: FnvMap<&'static str, FnvMap<&'static str, usize>> = FnvMap::default();
+        let mut options = Vec::with_capacity(TABLES.len());
+        for (i, t) in TABLES.iter().enumerate() {
+            // First entry wins, as a search in order would find it.
+            by_name.entry(t.name).or_insert(i);
+            for (at, _) in t.name.match_indices(' ') {
+                subs.entry(&t.name[..at]).or_default().entry(&t.name[at + 1..]).or_insert(i);
+            }
+            let mut opts = FnvMap::with_capacity_and_hasher(t.value.len() + t.flags.len(), Default::default());
+            for f in t.flags {
+                opts.insert(*f, Arity::Flag);
+            }
+            for v in t.value {
+                opts.insert(*v, Arity::Value);
+            }
+            options.push(opts);
+        }
+        Lookup { by_name, subs, options }
+    })
+}
+
+/// The listed options of `t`: from the lookup when `t` is one of [`TABLES`].
+fn listed_arity(t: &'static Table, opt: &str) -> Option<Arity> {
+    let size = std::mem::size_of::<Table>();
+    let i = (t as *const Table as usize).wrapping_sub(TABLES.as_ptr() as usize) / size;
+    if TABLES.get(i).is_some_and(|x| std::ptr::eq(x, t)) {
+        return lookup_tables().options[i].get(opt).copied();
+    }
+    // A table built elsewhere: search its lists.
+    if t.value.contains(&opt) {
+        Some(Arity::Value)
+    } else if t.flags.contains(&opt) {
+        Some(Arity::Flag)
+    } else {
+        None
+    }
+}
+
 /// Find the table for `name` (a basename), or for `name sub`.
 pub fn table(name: &str) -> Option<&'static Table> {
-    TABLES.iter().find(|t| t.name == name)
+    lookup_tables().by_name.get(name).map(|&i| &TABLES[i])
 }
 
 /// The subcommand table for `cmd sub`, if any.
 pub fn sub_table(cmd: &str, sub: &str) -> Option<&'static Table> {
-    // Compared in place, no string built and no search (this runs once per reading).
-    let n = cmd.len();
-    TABLES.iter().find(|t| {
-        t.name.len() == n + 1 + sub.len()
-            && t.name.as_bytes()[n] == b' '
-            && t.name.starts_with(cmd)
-            && t.name.ends_with(sub)
-    })
+    lookup_tables().subs.get(cmd)?.get(sub).map(|&i| &TABLES[i])
 }
 
 /// What is known of one option in a command's context.
@@ -178,30 +256,54 @@ pub enum Arity {
     Unknown,
 }
 
+/// How the tables in force list `opt`, innermost first; `None` when none lists it (it may
+/// still be a flag by a closed table, see [`arity`]).
+pub fn listing(tables: &[&'static Table], opt: &str) -> Option<Arity> {
+    tables.iter().rev().find_map(|t| listed_arity(t, opt))
+}
+
+/// What an option no table in force lists is: a flag under a closed table, else unknown.
+pub fn unlisted(tables: &[&'static Table]) -> Arity {
+    if tables.last().is_some_and(|t| t.closed) { Arity::Flag } else { Arity::Unknown }
+}
+
 /// Whether `opt` is listed (not merely implied by a closed table) in the tables in force.
 pub fn listed(tables: &[&'static Table], opt: &str) -> bool {
-    tables.iter().any(|t| t.value.contains(&opt) || t.flags.contains(&opt))
+    listing(tables, opt).is_some()
 }
 
 /// Look `opt` (`-C`, `--force`) up in the tables in force, innermost first.
 pub fn arity(tables: &[&'static Table], opt: &str) -> Arity {
-    for t in tables.iter().rev() {
-        if t.value.contains(&opt) {
-            return Arity::Value;
-        }
-        if t.flags.contains(&opt) {
-            return Arity::Flag;
-        }
-    }
-    if tables.last().is_some_and(|t| t.closed) {
-        return Arity::Flag;
-    }
-    Arity::Unknown
+    listing(tables, opt).unwrap_or_else(|| unlisted(tables))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lookup answers as a search of the lists in order would.
+    #[test]
+    fn lookup_agrees_with_a_search() {
+        for t in TABLES {
+            assert!(std::ptr::eq(table(t.name).unwrap(), TABLES.iter().find(|x| x.name == t.name).unwrap()));
+            if let Some((cmd, sub)) = t.name.split_once(' ') {
+                let searched = TABLES.iter().find(|x| x.name.len() == cmd.len() + 1 + sub.len() && x.name.starts_with(cmd) && x.name.ends_with(sub) && x.name.as_bytes()[cmd.len()] == b' ');
+                assert!(std::ptr::eq(sub_table(cmd, sub).unwrap(), searched.unwrap()));
+            }
+            for o in t.value.iter().chain(t.flags).chain(["--not-an-option", "-Z9"].iter()) {
+                let searched = if t.value.contains(o) {
+                    Some(Arity::Value)
+                } else if t.flags.contains(o) {
+                    Some(Arity::Flag)
+                } else {
+                    None
+                };
+                assert_eq!(listing(&[t], o), searched, "{} {o}", t.name);
+            }
+        }
+        assert!(sub_table("git", "no-such-sub").is_none());
+        assert!(table("no-such-tool").is_none());
+    }
 
     #[test]
     fn no_option_is_both_value_and_flag_in_one_table() {

@@ -39,6 +39,10 @@ pub struct Pattern {
     pub has_star: bool,
     /// The literal command names, for indexing; `None` when the command token is a glob.
     pub literal_names: Option<Vec<String>>,
+    /// With optional groups: the positional tokens read with and without each group (at most
+    /// 64 ways), flattened once here rather than for every reading the matcher examines.
+    /// Empty without optional groups: the tokens as written are the only way.
+    pub(crate) variants: Vec<Vec<Pos>>,
 }
 
 /// A positional token.
@@ -158,6 +162,7 @@ impl Pattern {
             permitted: Vec::new(),
             has_star: false,
             literal_names,
+            variants: Vec::new(),
         };
         let mut stack: Vec<(Vec<Pos>, usize)> = Vec::new();
         let mut cur: Vec<Pos> = Vec::new();
@@ -269,6 +274,10 @@ impl Pattern {
         if let Some((_, off)) = stack.last() {
             return Err(err(*off, "`[` is never closed", Some("close the optional group with `]`, or quote the bracket")));
         }
+        if cur.iter().any(|x| matches!(x, Pos::Optional(_))) {
+            p.variants =
+                variants(&cur).into_iter().map(|v| v.into_iter().cloned().collect()).collect();
+        }
         p.positional = cur;
         Ok(p)
     }
@@ -329,6 +338,37 @@ fn alts(tok: &Tok, offset: usize) -> Result<Alts, PatternError> {
         v.push(Glob { text: a.to_string(), wild: a.contains(['*', '?', '[']) });
     }
     Ok(Alts(v))
+}
+
+/// Optional groups expanded into flat variants (with and without each group).
+fn variants(pos: &[Pos]) -> Vec<Vec<&Pos>> {
+    let mut out: Vec<Vec<&Pos>> = vec![Vec::new()];
+    for p in pos {
+        match p {
+            Pos::Optional(inner) => {
+                let inner_vs = variants(inner);
+                let mut next = Vec::with_capacity(out.len() * (inner_vs.len() + 1));
+                for v in &out {
+                    next.push(v.clone());
+                    for iv in &inner_vs {
+                        let mut nv = v.clone();
+                        nv.extend(iv.iter().copied());
+                        next.push(nv);
+                    }
+                }
+                out = next;
+                if out.len() > 64 {
+                    out.truncate(64);
+                }
+            }
+            other => {
+                for v in &mut out {
+                    v.push(other);
+                }
+            }
+        }
+    }
+    out
 }
 
 pub(crate) fn basename(s: &str) -> &str {
