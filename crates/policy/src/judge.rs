@@ -431,6 +431,12 @@ impl Policy {
                     if let Some(r) = decided {
                         v.message = r.spec.message.clone();
                         v.fix = r.spec.fix.clone();
+                        // An ask rule that names a sandbox: what a person approves runs there.
+                        if r.spec.action == Action::Ask
+                            && let Some(s) = &r.spec.sandbox
+                        {
+                            sandbox = Some(s.clone());
+                        }
                     }
                 }
             }
@@ -638,5 +644,23 @@ mod tests {
         assert_eq!(lookup_line(section, "b"), None);
         assert_eq!(lookup_line(section, ""), None);
         assert_eq!(lookup_line(b"", "a"), None);
+    }
+
+    #[test]
+    fn an_ask_rule_names_the_sandbox_an_approved_command_runs_in() {
+        use crate::config::{Format, LoadOptions, load_str};
+        let text = "[defaults]\naction = 'allow'\nsandbox = 'wide'\n\
+                    [sandbox.wide]\nfs.write.allow = ['.']\n[sandbox.narrow]\nfs.write.allow = ['out']\n\
+                    [[rules]]\nask = 'deploy *'\nsandbox = 'narrow'\n\
+                    [[rules]]\nask = 'publish *'\n\
+                    [[rules]]\nallow = 'build *'\nsandbox = 'narrow'\n";
+        let opts = LoadOptions { explicit: None, cwd: "/proj".into(), home: None, xdg_config_home: None };
+        let policy = super::Policy::new(load_str("p.toml", text, Format::Toml, &opts).unwrap()).unwrap();
+        let cwd = std::path::Path::new("/proj");
+        let j = policy.judge("deploy prod", cwd);
+        assert_eq!((j.decision, j.commands[0].sandbox.as_deref()), (crate::config::Action::Ask, Some("narrow")));
+        // An ask rule without one: the default; an allow rule's own.
+        assert_eq!(policy.judge("publish x", cwd).commands[0].sandbox.as_deref(), Some("wide"));
+        assert_eq!(policy.judge("build x", cwd).commands[0].sandbox.as_deref(), Some("narrow"));
     }
 }
