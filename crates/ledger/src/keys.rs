@@ -117,3 +117,11 @@ pub fn verify(key: &VerifyingKey, statement: &[u8], sig_hex: &str) -> bool {
 pub fn public_hex(key: &VerifyingKey) -> String {
     hex(key.as_bytes())
 }
+
+/// The public half of the signing key at `path`, when that file can be read (`None` when it
+/// cannot: absent, or not ours to read). A readable file that is not a key is an error.
+pub fn read_signing_public(path: &Path) -> Result<Option<VerifyingKey>, Error> {
+    let Ok(text) = fs::read_to_string(path) else { return Ok(None) };
+    let seed = unhex::<32>(text.trim()).ok_or_else(|| Error::BadKey(path.to_path_buf()))?;
+    Ok(Some(SigningKey::from_bytes(&seed).verifying_key()))
+}

@@ -5,17 +5,25 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `ledger.jsonl` | the log: one record per line |
+//! | `ledger.jsonl` | the live log: one record per line |
+//! | `ledger.000001.jsonl`, … | archives: earlier parts of the same chain, oldest first ([`files`]) |
 //! | `ledger.lock` | held (`flock`) by whoever appends, so that appends never interleave |
 //! | `ledger.key` | the ed25519 seed that signs checkpoints, mode 0600 (or `$PINFOLD_LEDGER_KEY`) |
 //! | `ledger.pub` | its public half, for anyone who verifies |
 //! | `ledger.checkpoints` | a copy of every signed checkpoint, apart from the log |
 //!
 //! Each record names the hash of the one before it ([`canon`] defines the encoding that is
-//! hashed). Every [`CHECKPOINT_INTERVAL`]-th record, and whenever [`Ledger::checkpoint`] is
-//! called, a checkpoint record signs (record count, head hash, byte size): editing, removing
-//! or reordering records covered by a checkpoint shows as a broken chain or a signature
-//! mismatch, and truncating the log shows against the copy in `ledger.checkpoints`.
+//! hashed). Every [`CHECKPOINT_INTERVAL`]-th record, when the last checkpoint is older than
+//! [`DEFAULT_CHECKPOINT_EVERY`] (see [`Ledger::with_checkpoint_every`]), and whenever
+//! [`Ledger::checkpoint`] is called, a checkpoint record signs (record count, head hash, byte
+//! offset): editing, removing or reordering records covered by a checkpoint shows as a broken
+//! chain or a signature mismatch, and truncating the log shows against the copy in
+//! `ledger.checkpoints`.
+//!
+//! When the live file would grow past [`DEFAULT_ROTATE_BYTES`] ([`Ledger::with_rotate_bytes`])
+//! it is closed with a checkpoint and renamed to the next archive; the new live file opens with
+//! a signed `rotate` record naming the archive, and the chain goes on. [`verify`] checks all
+//! files as one chain, [`verify_file`] one file alone.
 //!
 //! ```
 //! use pinfold_ledger::{Ledger, Record, Status};
@@ -37,6 +45,7 @@
 //! is by pattern ([`redact`]): credentials of other shapes are written as they are.
 
 pub mod canon;
+pub mod files;
 mod keys;
 pub mod redact;
 pub mod time;
@@ -44,12 +53,15 @@ mod verify;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value, json};
 
-pub use verify::{Fault, Problem, Report, Status, Torn};
+pub use files::Follower;
+pub use verify::{FileSummary, Fault, Problem, Report, Status, Torn};
 
 /// The record format version written in every record's `v`.
 pub const FORMAT_VERSION: u64 = 1;
@@ -57,6 +69,12 @@ pub const FORMAT_VERSION: u64 = 1;
 pub const CHECKPOINT_INTERVAL: u64 = 1000;
 /// The `prev` of the first record.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+/// The live file is rotated before a record would take it past this many bytes
+/// (`PINFOLD_LEDGER_ROTATE_BYTES`, [`Ledger::with_rotate_bytes`]).
+pub const DEFAULT_ROTATE_BYTES: u64 = 64 << 20;
+/// An append writes a checkpoint first when the last one is older than this
+/// (`PINFOLD_LEDGER_CHECKPOINT_SECS`, [`Ledger::with_checkpoint_every`]).
+pub const DEFAULT_CHECKPOINT_EVERY: Duration = Duration::from_secs(300);
 
 /// Errors from opening, appending to, or reading a ledger.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +87,8 @@ pub enum Error {
     BadKey(PathBuf),
     #[error("the ledger's last record is damaged, refusing to append after it: {0}")]
     Damaged(Box<Problem>),
+    #[error("will not rotate the log onto {}: the file exists", .0.display())]
+    ArchiveExists(PathBuf),
     #[error(transparent)]
     Float(#[from] canon::FloatError),
     #[error("no state directory: set PINFOLD_STATE_DIR, XDG_STATE_HOME or HOME")]
@@ -94,6 +114,8 @@ pub fn state_dir() -> Result<PathBuf, Error> {
 /// The files of a ledger.
 #[derive(Debug, Clone)]
 pub struct Paths {
+    pub dir: PathBuf,
+    /// The live log.
     pub log: PathBuf,
     pub lock: PathBuf,
     pub key: PathBuf,
@@ -107,12 +129,18 @@ impl Paths {
             .filter(|v| !v.is_empty())
             .map_or_else(|| dir.join("ledger.key"), PathBuf::from);
         Paths {
+            dir: dir.to_path_buf(),
             log: dir.join("ledger.jsonl"),
             lock: dir.join("ledger.lock"),
             key,
             public: dir.join("ledger.pub"),
             checkpoints: dir.join("ledger.checkpoints"),
         }
+    }
+
+    /// Archive number `n` (from 1).
+    pub fn archive(&self, n: u64) -> PathBuf {
+        self.dir.join(files::archive_name(n))
     }
 }
 
@@ -153,30 +181,66 @@ pub struct Repaired {
     pub record: Appended,
 }
 
-/// An open ledger. Appends from any number of `Ledger`s, in any number of processes, form one
-/// chain: each takes the lock, reads the last record, appends, and releases.
+/// An open ledger. Appends from any number of `Ledger`s, in any number of processes (and
+/// threads), form one chain: each takes the lock, reads the last record, appends, and
+/// releases.
 #[derive(Debug)]
 pub struct Ledger {
     paths: Paths,
-    log: File,
+    /// The live file as last opened. Behind a mutex because `flock` does not exclude threads
+    /// sharing one descriptor, and because a rotation replaces it.
+    live: Mutex<File>,
     lock: File,
     fsync: bool,
     secrets: Vec<String>,
+    rotate_bytes: u64,
+    checkpoint_every: Duration,
 }
 
-/// The end of the log as read under the lock.
+/// The kind of the last record, as far as appending cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Last {
+    /// No record yet.
+    None,
+    Checkpoint,
+    Rotate,
+    Other,
+}
+
+impl Last {
+    fn of(kind: &str) -> Last {
+        match kind {
+            "checkpoint" => Last::Checkpoint,
+            "rotate" => Last::Rotate,
+            _ => Last::Other,
+        }
+    }
+}
+
+/// The end of the chain as read under the lock, updated as lines are queued.
 struct Tail {
-    /// Bytes of complete records.
+    /// Bytes of complete records in the live file (including queued ones).
     len: u64,
-    /// Bytes after the last newline (a torn line).
+    /// Bytes after the last newline of the live file (a torn line).
     torn: u64,
     next_seq: u64,
     prev: String,
+    last: Last,
+    /// The live file holds no record yet but the chain does: the archive it ends in, and its
+    /// size. The first record of the live file is then a `rotate` record naming it.
+    previous: Option<(String, u64)>,
+    /// The last checkpoint is older than the time limit.
+    checkpoint_due: bool,
+    /// There is no checkpoint file yet: create it, empty, to start the checkpoint clock.
+    start_clock: bool,
+    /// Rotated once in this call already.
+    rotated: bool,
 }
 
 impl Ledger {
     /// Open (creating when needed) the ledger in `dir`. Appends are `fdatasync`ed unless
-    /// `PINFOLD_LEDGER_FSYNC=0`.
+    /// `PINFOLD_LEDGER_FSYNC=0`; `PINFOLD_LEDGER_ROTATE_BYTES` and
+    /// `PINFOLD_LEDGER_CHECKPOINT_SECS` override the rotation size and checkpoint age.
     pub fn open(dir: &Path) -> Result<Ledger, Error> {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -184,20 +248,31 @@ impl Ledger {
             .create(dir)
             .map_err(|e| Error::io("create the state directory", dir, e))?;
         let paths = Paths::new(dir);
-        let open = |p: &Path, append: bool| {
-            OpenOptions::new()
-                .read(true)
-                .append(append)
-                .write(!append)
-                .create(true)
-                .truncate(false)
-                .mode(0o600)
-                .open(p)
-        };
-        let log = open(&paths.log, true).map_err(|e| Error::io("open the ledger", &paths.log, e))?;
-        let lock = open(&paths.lock, false).map_err(|e| Error::io("open the lock file", &paths.lock, e))?;
-        let fsync = std::env::var("PINFOLD_LEDGER_FSYNC").map_or(true, |v| v != "0");
-        Ok(Ledger { paths, log, lock, fsync, secrets: Vec::new() })
+        let live = open_live(&paths.log)?;
+        let lock = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&paths.lock)
+            .map_err(|e| Error::io("open the lock file", &paths.lock, e))?;
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let fsync = env("PINFOLD_LEDGER_FSYNC").is_none_or(|v| v != "0");
+        let rotate_bytes = env("PINFOLD_LEDGER_ROTATE_BYTES").and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_ROTATE_BYTES);
+        let checkpoint_every = env("PINFOLD_LEDGER_CHECKPOINT_SECS")
+            .and_then(|v| v.parse::<f64>().ok())
+            .and_then(|s| Duration::try_from_secs_f64(s).ok())
+            .unwrap_or(DEFAULT_CHECKPOINT_EVERY);
+        Ok(Ledger {
+            paths,
+            live: Mutex::new(live),
+            lock,
+            fsync,
+            secrets: Vec::new(),
+            rotate_bytes,
+            checkpoint_every,
+        })
     }
 
     /// Default: on (`PINFOLD_LEDGER_FSYNC=0` turns it off). With it on, `append` returns after
@@ -213,6 +288,23 @@ impl Ledger {
         self
     }
 
+    /// Rotate the live file before a record would take it past `bytes` (default
+    /// [`DEFAULT_ROTATE_BYTES`]; 0: never). A record larger than that still gets written, alone
+    /// in a fresh file; the closing checkpoint may take an archive a few hundred bytes past it.
+    pub fn with_rotate_bytes(mut self, bytes: u64) -> Ledger {
+        self.rotate_bytes = bytes;
+        self
+    }
+
+    /// Before appending, write a checkpoint when the last one is older than `every` (default
+    /// [`DEFAULT_CHECKPOINT_EVERY`]; zero: only every [`CHECKPOINT_INTERVAL`] records and on
+    /// demand). The age is the modification time of `ledger.checkpoints`, which every
+    /// checkpoint appends to: one `stat`, no reading.
+    pub fn with_checkpoint_every(mut self, every: Duration) -> Ledger {
+        self.checkpoint_every = every;
+        self
+    }
+
     pub fn paths(&self) -> &Paths {
         &self.paths
     }
@@ -220,58 +312,97 @@ impl Ledger {
     /// Append one record, redacted. A torn last line left by a crashed writer is first
     /// truncated and a `repair` record says so. Returns the new record's sequence number.
     pub fn append(&self, record: Record) -> Result<Appended, Error> {
-        self.locked(|tail, out| {
+        self.locked(|live, tail, out| {
             if tail.torn > 0 {
-                self.cut_torn(tail, out, "append")?;
+                self.cut_torn(live, tail, out, "append")?;
             }
-            self.push(tail, out, &record.kind, record.session.as_deref(), record.data.clone())
+            self.push(live, tail, out, &record.kind, record.session.as_deref(), &record.data)
         })
     }
 
     /// Write a signed checkpoint now.
     pub fn checkpoint(&self) -> Result<Appended, Error> {
-        self.locked(|tail, out| {
+        self.locked(|live, tail, out| {
             if tail.torn > 0 {
-                self.cut_torn(tail, out, "checkpoint")?;
+                self.cut_torn(live, tail, out, "checkpoint")?;
             }
-            self.push_checkpoint(tail, out)
+            self.open_file(tail, out)?;
+            self.push_signed(tail, out, None)
         })
     }
 
     /// Truncate a torn last line, if there is one, and record that it was done.
     pub fn repair(&self) -> Result<Option<Repaired>, Error> {
-        self.locked(|tail, out| {
+        self.locked(|live, tail, out| {
             if tail.torn == 0 {
                 return Ok(None);
             }
             let (offset, len) = (tail.len, tail.torn);
-            let record = self.cut_torn(tail, out, "repair")?;
+            let record = self.cut_torn(live, tail, out, "repair")?;
             Ok(Some(Repaired { offset, len, record }))
         })
     }
 
-    /// Take the lock, read the tail, let `f` queue lines, write them, sync, release.
-    fn locked<T>(&self, f: impl FnOnce(&mut Tail, &mut Output) -> Result<T, Error>) -> Result<T, Error> {
+    /// Take the lock, make sure the descriptor is the live file, read the tail, let `f` queue
+    /// lines, write them, sync, release.
+    fn locked<T>(&self, f: impl FnOnce(&mut File, &mut Tail, &mut Output) -> Result<T, Error>) -> Result<T, Error> {
+        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
         self.lock.lock().map_err(|e| Error::io("lock", &self.paths.lock, e))?;
         let result = (|| {
-            let mut tail = self.read_tail()?;
+            let len = self.ensure_live(&mut live)?;
+            let mut tail = self.read_tail(&live, len)?;
+            self.check_clock(&mut tail);
             let mut out = Output::default();
-            let value = f(&mut tail, &mut out)?;
-            self.write(&out)?;
+            let value = f(&mut live, &mut tail, &mut out)?;
+            self.write(&live, &out, tail.start_clock)?;
             Ok(value)
         })();
         let _ = self.lock.unlock();
         result
     }
 
-    fn write(&self, out: &Output) -> Result<(), Error> {
-        if !out.log.is_empty() {
-            (&self.log).write_all(&out.log).map_err(|e| Error::io("append to", &self.paths.log, e))?;
-            if self.fsync {
-                self.log.sync_data().map_err(|e| Error::io("sync", &self.paths.log, e))?;
-            }
+    /// Another process may have rotated the file this descriptor was opened on (it is an
+    /// archive now) or, after a crash between rotating and writing, no live file may exist:
+    /// (re)open the live path when it is not the file held. Returns the live file's length.
+    fn ensure_live(&self, live: &mut File) -> Result<u64, Error> {
+        let held = live.metadata().map_err(|e| Error::io("read", &self.paths.log, e))?;
+        match std::fs::metadata(&self.paths.log) {
+            Ok(m) if m.ino() == held.ino() && m.dev() == held.dev() => return Ok(held.len()),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("read", &self.paths.log, e)),
         }
-        if !out.checkpoints.is_empty() {
+        *live = open_live(&self.paths.log)?;
+        Ok(live.metadata().map_err(|e| Error::io("read", &self.paths.log, e))?.len())
+    }
+
+    /// Is a time-based checkpoint due? The checkpoint file's modification time says when the
+    /// last checkpoint was written.
+    fn check_clock(&self, tail: &mut Tail) {
+        if self.checkpoint_every.is_zero() {
+            return;
+        }
+        match std::fs::metadata(&self.paths.checkpoints) {
+            Ok(m) => {
+                let age = m.modified().ok().and_then(|t| SystemTime::now().duration_since(t).ok());
+                tail.checkpoint_due = age.is_some_and(|a| a >= self.checkpoint_every);
+            }
+            // No checkpoint yet: an empty ledger starts the clock now, a non-empty one (from
+            // before time-based checkpoints, or whose checkpoint file was removed) is due.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if tail.next_seq == 0 {
+                    tail.start_clock = true;
+                } else {
+                    tail.checkpoint_due = true;
+                }
+            }
+            Err(_) => {}
+        }
+    }
+
+    fn write(&self, live: &File, out: &Output, start_clock: bool) -> Result<(), Error> {
+        self.write_log(live, &out.log)?;
+        if !out.checkpoints.is_empty() || start_clock {
             let p = &self.paths.checkpoints;
             let mut f = OpenOptions::new()
                 .append(true)
@@ -279,24 +410,42 @@ impl Ledger {
                 .mode(0o600)
                 .open(p)
                 .map_err(|e| Error::io("open", p, e))?;
-            f.write_all(&out.checkpoints).map_err(|e| Error::io("append to", p, e))?;
-            if self.fsync {
-                f.sync_data().map_err(|e| Error::io("sync", p, e))?;
+            if !out.checkpoints.is_empty() {
+                f.write_all(&out.checkpoints).map_err(|e| Error::io("append to", p, e))?;
+                if self.fsync {
+                    f.sync_data().map_err(|e| Error::io("sync", p, e))?;
+                }
             }
         }
         Ok(())
     }
 
-    /// Queue a record (preceded by a checkpoint when its sequence number calls for one).
-    fn push(&self, tail: &mut Tail, out: &mut Output, kind: &str, session: Option<&str>, data: Value) -> Result<Appended, Error> {
-        if tail.next_seq > 0 && tail.next_seq.is_multiple_of(CHECKPOINT_INTERVAL) {
-            self.push_checkpoint(tail, out)?;
+    fn write_log(&self, live: &File, bytes: &[u8]) -> Result<(), Error> {
+        if !bytes.is_empty() {
+            let mut w = live;
+            w.write_all(bytes).map_err(|e| Error::io("append to", &self.paths.log, e))?;
+            if self.fsync {
+                live.sync_data().map_err(|e| Error::io("sync", &self.paths.log, e))?;
+            }
         }
+        Ok(())
+    }
+
+    /// Queue a record: first a `rotate` record when it opens a file, a checkpoint when its
+    /// sequence number or the clock calls for one, and a rotation when it would not fit.
+    fn push(
+        &self,
+        live: &mut File,
+        tail: &mut Tail,
+        out: &mut Output,
+        kind: &str,
+        session: Option<&str>,
+        data: &Value,
+    ) -> Result<Appended, Error> {
         let mut redacted = data.clone();
         let count = redact::redact_value(&mut redacted, &self.secrets);
         let mut m = Map::new();
         m.insert("v".into(), json!(FORMAT_VERSION));
-        m.insert("seq".into(), json!(tail.next_seq));
         m.insert("time".into(), json!(time::now()));
         m.insert("pid".into(), json!(std::process::id()));
         m.insert("kind".into(), json!(kind));
@@ -304,27 +453,68 @@ impl Ledger {
             m.insert("session".into(), json!(s));
         }
         if count > 0 {
-            let digest = canon::sha256_hex(&canon::encode(&data)?);
+            let digest = canon::sha256_hex(&canon::encode(data)?);
             m.insert("redacted".into(), json!({"count": count, "sha256": digest}));
         }
         m.insert("data".into(), redacted);
-        m.insert("prev".into(), json!(tail.prev));
-        let (line, hash) = canon::line(&Value::Object(m))?;
+        let mut record = Value::Object(m);
+        loop {
+            self.open_file(tail, out)?;
+            let by_count = tail.next_seq > 0 && tail.next_seq.is_multiple_of(CHECKPOINT_INTERVAL);
+            let by_clock = tail.checkpoint_due && tail.last == Last::Other;
+            if by_count || by_clock {
+                self.push_signed(tail, out, None)?;
+            }
+            record["seq"] = json!(tail.next_seq);
+            record["prev"] = json!(tail.prev);
+            let (line, hash) = canon::line(&record)?;
+            let over = self.rotate_bytes > 0 && tail.len > 0 && tail.len + line.len() as u64 > self.rotate_bytes;
+            if over && !tail.rotated {
+                self.rotate(live, tail, out)?;
+                continue;
+            }
+            return Ok(Self::queue(tail, out, line, hash, Last::Other));
+        }
+    }
+
+    fn queue(tail: &mut Tail, out: &mut Output, line: Vec<u8>, hash: String, last: Last) -> Appended {
         out.log.extend_from_slice(&line);
         let seq = tail.next_seq;
         tail.len += line.len() as u64;
         tail.next_seq += 1;
         tail.prev = hash.clone();
-        Ok(Appended { seq, hash })
+        tail.last = last;
+        Appended { seq, hash }
     }
 
-    fn push_checkpoint(&self, tail: &mut Tail, out: &mut Output) -> Result<Appended, Error> {
+    /// A live file with no record while the chain has some opens with a `rotate` record.
+    fn open_file(&self, tail: &mut Tail, out: &mut Output) -> Result<(), Error> {
+        if tail.len == 0
+            && tail.next_seq > 0
+            && let Some(previous) = tail.previous.take()
+        {
+            self.push_signed(tail, out, Some(previous))?;
+        }
+        Ok(())
+    }
+
+    /// Queue a signed record: a `checkpoint`, or, given the previous file's name and size, the
+    /// `rotate` record that opens a file. Both sign (records before it, head, its offset in
+    /// its file); a `rotate` record also names the file the chain continues from.
+    fn push_signed(&self, tail: &mut Tail, out: &mut Output, previous: Option<(String, u64)>) -> Result<Appended, Error> {
         let key = keys::load_or_create(&self.paths.key, &self.paths.public)?;
         let key_hex = keys::public_hex(&key.verifying_key());
         let (records, size) = (tail.next_seq, tail.len);
         let sig = keys::sign(&key, &verify::statement(records, &tail.prev, size, &key_hex));
-        let data = json!({"records": records, "head": tail.prev, "size": size, "key": key_hex, "sig": sig});
-        let start = out.log.len();
+        let mut data = json!({"records": records, "head": tail.prev, "size": size, "key": key_hex, "sig": sig});
+        let (kind, last) = match previous {
+            Some((name, bytes)) => {
+                data["previous"] = json!(name);
+                data["previous_size"] = json!(bytes);
+                ("rotate", Last::Rotate)
+            }
+            None => ("checkpoint", Last::Checkpoint),
+        };
         // Checkpoint data holds no secrets; pushing it through `push` would redact nothing
         // but costs a scan. Build it directly.
         let mut m = Map::new();
@@ -332,25 +522,56 @@ impl Ledger {
         m.insert("seq".into(), json!(tail.next_seq));
         m.insert("time".into(), json!(time::now()));
         m.insert("pid".into(), json!(std::process::id()));
-        m.insert("kind".into(), json!("checkpoint"));
+        m.insert("kind".into(), json!(kind));
         m.insert("data".into(), data);
         m.insert("prev".into(), json!(tail.prev));
         let (line, hash) = canon::line(&Value::Object(m))?;
-        out.log.extend_from_slice(&line);
-        out.checkpoints.extend_from_slice(&out.log[start..]);
-        let seq = tail.next_seq;
-        tail.len += line.len() as u64;
-        tail.next_seq += 1;
-        tail.prev = hash.clone();
-        Ok(Appended { seq, hash })
+        out.checkpoints.extend_from_slice(&line);
+        tail.checkpoint_due = false;
+        Ok(Self::queue(tail, out, line, hash, last))
+    }
+
+    /// Close the live file and start the next, under the lock already held:
+    fn rotate(&self, live: &mut File, tail: &mut Tail, out: &mut Output) -> Result<(), Error> {
+        // 1. The closing file ends with a checkpoint, so that it verifies on its own to its
+        //    last byte (an archive that does not end with one was cut short).
+        if tail.last != Last::Checkpoint {
+            self.push_signed(tail, out, None)?;
+        }
+        // 2. Everything queued so far belongs to the closing file: write (and sync) it there
+        //    before the rename, so the archive is complete the moment it has its name.
+        self.write_log(live, &out.log)?;
+        out.log.clear();
+        // 3. Rename it to one past the newest archive, never over an existing file. From here
+        //    until the new file has its first record, the chain ends in that archive, and
+        //    the next append (this one, or after a crash any other) continues it from there.
+        let n = files::archives(&self.paths.dir)?.last().map_or(1, |(n, _)| n + 1);
+        let archive = self.paths.archive(n);
+        if std::fs::symlink_metadata(&archive).is_ok() {
+            return Err(Error::ArchiveExists(archive));
+        }
+        std::fs::rename(&self.paths.log, &archive).map_err(|e| Error::io("rotate", &self.paths.log, e))?;
+        // 4. The new live file. Its first record (queued next, by the caller's loop) is the
+        //    `rotate` record naming the archive.
+        *live = open_live(&self.paths.log)?;
+        if self.fsync {
+            // The rename and the new name are durable before anything is acknowledged in it.
+            File::open(&self.paths.dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| Error::io("sync", &self.paths.dir, e))?;
+        }
+        tail.previous = Some((files::archive_name(n), tail.len));
+        tail.len = 0;
+        tail.rotated = true;
+        Ok(())
     }
 
     /// Truncate the torn tail now (synced), and queue a `repair` record naming what was cut.
-    fn cut_torn(&self, tail: &mut Tail, out: &mut Output, by: &str) -> Result<Appended, Error> {
+    fn cut_torn(&self, live: &mut File, tail: &mut Tail, out: &mut Output, by: &str) -> Result<Appended, Error> {
         let mut torn = vec![0u8; tail.torn as usize];
-        self.log.read_exact_at(&mut torn, tail.len).map_err(|e| Error::io("read", &self.paths.log, e))?;
-        self.log.set_len(tail.len).map_err(|e| Error::io("truncate", &self.paths.log, e))?;
-        self.log.sync_data().map_err(|e| Error::io("sync", &self.paths.log, e))?;
+        live.read_exact_at(&mut torn, tail.len).map_err(|e| Error::io("read", &self.paths.log, e))?;
+        live.set_len(tail.len).map_err(|e| Error::io("truncate", &self.paths.log, e))?;
+        live.sync_data().map_err(|e| Error::io("sync", &self.paths.log, e))?;
         let shown = String::from_utf8_lossy(&torn[..torn.len().min(65_536)]).into_owned();
         let data = json!({
             "what": "truncated a torn last line (a writer stopped mid-append)",
@@ -361,51 +582,119 @@ impl Ledger {
             "torn": shown,
         });
         tail.torn = 0;
-        self.push(tail, out, "repair", None, data)
+        self.push(live, tail, out, "repair", None, &data)
     }
 
-    /// Read the end of the log: the last complete line (checked) and any torn bytes after it.
-    fn read_tail(&self) -> Result<Tail, Error> {
-        let io = |e| Error::io("read", &self.paths.log, e);
-        let len = self.log.metadata().map_err(io)?.len();
-        let mut window = 4096u64;
-        loop {
-            let start = len.saturating_sub(window);
-            let mut buf = vec![0u8; (len - start) as usize];
-            self.log.read_exact_at(&mut buf, start).map_err(io)?;
-            let Some(last_nl) = buf.iter().rposition(|&b| b == b'\n') else {
-                if start == 0 {
-                    return Ok(Tail { len: 0, torn: len, next_seq: 0, prev: GENESIS.to_string() });
-                }
+    /// Read the end of the chain: the live file's last complete line (checked) and any torn
+    /// bytes after it; when the live file has no complete line, the newest archive's last.
+    fn read_tail(&self, live: &File, len: u64) -> Result<Tail, Error> {
+        let mut tail = Tail {
+            len: 0,
+            torn: len,
+            next_seq: 0,
+            prev: GENESIS.to_string(),
+            last: Last::None,
+            previous: None,
+            checkpoint_due: false,
+            start_clock: false,
+            rotated: false,
+        };
+        if let Some(last) = last_line(live, &self.paths.log, len)? {
+            tail.len = last.end;
+            tail.torn = len - last.end;
+            tail.next_seq = last.seq + 1;
+            tail.prev = last.hash;
+            tail.last = Last::of(&last.kind);
+            return Ok(tail);
+        }
+        // The live file has no record: a fresh ledger, or the chain ends in the newest archive
+        // (just rotated, or a crash came between the rename and the first write).
+        let Some((n, path)) = files::archives(&self.paths.dir)?.pop() else { return Ok(tail) };
+        let damaged = |offset, detail: &str| {
+            Error::Damaged(Box::new(Problem {
+                file: path.clone(),
+                line: 0,
+                offset,
+                seq: None,
+                fault: verify::Fault::Malformed { detail: detail.into() },
+            }))
+        };
+        let f = File::open(&path).map_err(|e| Error::io("open", &path, e))?;
+        let alen = f.metadata().map_err(|e| Error::io("read", &path, e))?.len();
+        let Some(last) = last_line(&f, &path, alen)? else {
+            return Err(damaged(0, "the newest archive holds no record"));
+        };
+        if last.end != alen {
+            return Err(damaged(last.end, "the newest archive ends with an incomplete line"));
+        }
+        tail.next_seq = last.seq + 1;
+        tail.prev = last.hash;
+        tail.last = Last::of(&last.kind);
+        tail.previous = Some((files::archive_name(n), alen));
+        Ok(tail)
+    }
+}
+
+fn open_live(path: &Path) -> Result<File, Error> {
+    OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| Error::io("open the ledger", path, e))
+}
+
+/// A file's last complete line, checked.
+struct LastLine {
+    /// The offset just past its newline.
+    end: u64,
+    seq: u64,
+    hash: String,
+    kind: String,
+}
+
+/// The last complete line of the first `len` bytes of `file`, its hash checked; `None` when
+/// there is no complete line. A last line that does not check out is [`Error::Damaged`]:
+/// appending after it would extend a chain that is already broken (fail closed).
+fn last_line(file: &File, path: &Path, len: u64) -> Result<Option<LastLine>, Error> {
+    let io = |e| Error::io("read", path, e);
+    let mut window = 4096u64;
+    loop {
+        let start = len.saturating_sub(window);
+        let mut buf = vec![0u8; (len - start) as usize];
+        file.read_exact_at(&mut buf, start).map_err(io)?;
+        let Some(last_nl) = memchr::memrchr(b'\n', &buf) else {
+            if start == 0 {
+                return Ok(None);
+            }
+            window *= 4;
+            continue;
+        };
+        let line_start = match memchr::memrchr(b'\n', &buf[..last_nl]) {
+            Some(p) => p + 1,
+            None if start == 0 => 0,
+            None => {
                 window *= 4;
                 continue;
-            };
-            let line_start = match buf[..last_nl].iter().rposition(|&b| b == b'\n') {
-                Some(p) => p + 1,
-                None if start == 0 => 0,
-                None => {
-                    window *= 4;
-                    continue;
-                }
-            };
-            let complete = start + last_nl as u64 + 1;
-            let line = &buf[line_start..last_nl];
-            return match verify::check_line(line) {
-                Ok(head) => Ok(Tail {
-                    len: complete,
-                    torn: len - complete,
-                    next_seq: head.seq + 1,
-                    prev: head.hash.into_owned(),
-                }),
-                Err(fault) => Err(Error::Damaged(Box::new(Problem {
-                    file: self.paths.log.clone(),
-                    line: 0,
-                    offset: start + line_start as u64,
-                    seq: None,
-                    fault,
-                }))),
-            };
-        }
+            }
+        };
+        let line = &buf[line_start..last_nl];
+        return match verify::check_line(line) {
+            Ok(head) => Ok(Some(LastLine {
+                end: start + last_nl as u64 + 1,
+                seq: head.seq,
+                hash: head.hash.into_owned(),
+                kind: head.kind.into_owned(),
+            })),
+            Err(fault) => Err(Error::Damaged(Box::new(Problem {
+                file: path.to_path_buf(),
+                line: 0,
+                offset: start + line_start as u64,
+                seq: None,
+                fault,
+            }))),
+        };
     }
 }
 
@@ -415,23 +704,27 @@ struct Output {
     checkpoints: Vec<u8>,
 }
 
-/// Verify the ledger in `dir`: sequence, links, hashes, checkpoints, signatures, and the
-/// separate checkpoint file. Stops at the first problem.
+/// Verify the ledger in `dir`: all its files in order as one chain (sequence, links, hashes,
+/// checkpoints, signatures, file boundaries), the separate checkpoint file, and `ledger.pub`
+/// against a readable `ledger.key`. Stops at the first problem.
 pub fn verify(dir: &Path) -> Result<Report, Error> {
     verify::verify_dir(dir)
 }
 
-/// Every complete record of the log in `dir`, parsed, in order (an absent log has none).
+/// Verify one file of the ledger in `dir` on its own (an archive, or the live file): its
+/// records, checkpoints and signatures with `dir`'s key, that an archive ends with a signed
+/// checkpoint, that a file after the first opens with a `rotate` record naming the file before
+/// it, and the entries of `dir`'s checkpoint file that fall inside it.
+pub fn verify_file(dir: &Path, file: &Path) -> Result<Report, Error> {
+    verify::verify_one(dir, file)
+}
+
+/// Every complete record of the log in `dir` (archives, then the live file), parsed, in order
+/// (an absent log has none).
 pub fn read_records(dir: &Path) -> Result<Vec<Value>, Error> {
-    let path = Paths::new(dir).log;
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io("read", &path, e)),
-    };
-    Ok(bytes
-        .split_inclusive(|&b| b == b'\n')
-        .filter(|l| l.ends_with(b"\n"))
-        .filter_map(|l| serde_json::from_slice(l).ok())
-        .collect())
+    let mut out = Vec::new();
+    for f in files::snapshot(dir)? {
+        out.extend(files::parse_records(&f.read()?));
+    }
+    Ok(out)
 }
