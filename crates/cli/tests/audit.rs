@@ -1,6 +1,11 @@
-//! `pinfold audit`: exit codes and output of verify, show, tail, repair, checkpoint.
+//! `pinfold audit`: exit codes and output of verify (across files and of one file), show,
+//! tail (and tail --follow, run as a real process), repair, checkpoint.
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::Duration;
 
 use assert_cmd::Command;
 use pinfold_ledger::{Ledger, Record};
@@ -107,4 +112,217 @@ fn state_dir_flag_and_empty_ledger() {
     let (code, text) = out(c.args(["audit", "verify", "--state-dir"]).arg(dir.path()));
     assert_eq!(code, 0);
     assert!(text.starts_with("intact: 0 records"), "{text}");
+}
+
+// ---- Rotation, files, the signing key --------------------------------------------------------
+
+/// A ledger rotated at 2 KiB: `n` records over several files, every fifth an `ask`.
+fn rotated(n: u64) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let l = Ledger::open(dir.path()).unwrap().with_fsync(false).with_rotate_bytes(2048);
+    for i in 0..n {
+        let decision = if i % 5 == 0 { "ask" } else { "allow" };
+        l.append(Record::new("check", json!({"command": format!("make test{i}"), "decision": decision}))).unwrap();
+    }
+    l.checkpoint().unwrap();
+    dir
+}
+
+fn archive(dir: &Path, n: u64) -> std::path::PathBuf {
+    dir.join(format!("ledger.{n:06}.jsonl"))
+}
+
+#[test]
+fn verify_across_files_and_one_file_alone() {
+    let dir = rotated(40);
+    let d = dir.path();
+    let (code, text) = out(pinfold(d).args(["audit", "verify"]));
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains(" records in ") && text.contains("ledger.pub matches the signing key"), "{text}");
+    let (code, text) = out(pinfold(d).args(["audit", "verify", "--file"]).arg(archive(d, 2)));
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("in 1 file,"), "{text}");
+    let (code, text) = out(pinfold(d).args(["audit", "verify", "--json", "--file"]).arg(d.join("ledger.jsonl")));
+    assert_eq!(code, 0, "{text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!((v["status"].as_str(), v["files"].as_array().map(Vec::len)), (Some("intact"), Some(1)));
+
+    // A middle archive deleted.
+    let saved = std::fs::read(archive(d, 2)).unwrap();
+    std::fs::remove_file(archive(d, 2)).unwrap();
+    let (code, text) = out(pinfold(d).args(["audit", "verify"]));
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("TAMPERED:") && text.contains("ledger.000002.jsonl is missing"), "{text}");
+    let (_, text) = out(pinfold(d).args(["audit", "verify", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["problem"]["fault"], "missing_file");
+    std::fs::write(archive(d, 2), &saved).unwrap();
+
+    // Two archives' names swapped: in the chain, and alone.
+    std::fs::rename(archive(d, 2), d.join("x")).unwrap();
+    std::fs::rename(archive(d, 3), archive(d, 2)).unwrap();
+    std::fs::rename(d.join("x"), archive(d, 3)).unwrap();
+    let (code, text) = out(pinfold(d).args(["audit", "verify"]));
+    assert_eq!(code, 1);
+    assert!(text.contains("files were renamed"), "{text}");
+    let (code, text) = out(pinfold(d).args(["audit", "verify", "--file"]).arg(archive(d, 3)));
+    assert_eq!(code, 1);
+    assert!(text.contains("by its name ledger.000003.jsonl follows ledger.000002.jsonl"), "{text}");
+    std::fs::rename(archive(d, 2), d.join("x")).unwrap();
+    std::fs::rename(archive(d, 3), archive(d, 2)).unwrap();
+    std::fs::rename(d.join("x"), archive(d, 3)).unwrap();
+
+    // An archive cut short: its closing checkpoint gone.
+    let text = String::from_utf8(saved.clone()).unwrap();
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    std::fs::write(archive(d, 2), lines[..lines.len() - 1].concat()).unwrap();
+    for args in [vec!["audit", "verify"], vec!["audit", "verify", "--file", archive(d, 2).to_str().unwrap()]] {
+        let (code, text) = out(pinfold(d).args(&args));
+        assert_eq!(code, 1, "{args:?}");
+        assert!(text.contains("ledger.000002.jsonl") && text.contains("records were removed from its end"), "{text}");
+    }
+    std::fs::write(archive(d, 2), &saved).unwrap();
+    assert_eq!(out(pinfold(d).args(["audit", "verify"])).0, 0);
+
+    // ledger.pub replaced by another key's.
+    let other = rotated(3);
+    std::fs::copy(other.path().join("ledger.pub"), d.join("ledger.pub")).unwrap();
+    let (code, text) = out(pinfold(d).args(["audit", "verify"]));
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("ledger.pub:1") && text.contains("one of them was replaced"), "{text}");
+}
+
+#[test]
+fn show_and_tail_read_across_files() {
+    let dir = rotated(40);
+    let d = dir.path();
+    assert!(archive(d, 3).exists());
+    let (_, text) = out(pinfold(d).args(["audit", "show", "--json"]));
+    let seqs: Vec<u64> = text.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>());
+    let (_, text) = out(pinfold(d).args(["audit", "show", "--command", "make test*", "--limit", "3"]));
+    assert!(text.lines().count() == 3 && text.contains("make test0") && text.contains("make test2"), "{text}");
+    let (_, text) = out(pinfold(d).args(["audit", "tail", "--decision", "ask", "--limit", "5"]));
+    let cmds: Vec<&str> = text.lines().map(|l| l.rsplit("  ").next().unwrap()).collect();
+    assert_eq!(cmds, ["make test15", "make test20", "make test25", "make test30", "make test35"], "{text}");
+    // A closed pipe ends the command quietly.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pinfold"))
+        .args(["audit", "show"])
+        .env("PINFOLD_STATE_DIR", d)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!((o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned()), (Some(0), String::new()));
+}
+
+// ---- tail --follow ---------------------------------------------------------------------------
+
+/// `pinfold audit tail -f ARGS` on `dir`, its stdout lines delivered on a channel.
+fn follow(dir: &Path, args: &[&str]) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pinfold"))
+        .args(["audit", "tail", "-f"])
+        .args(args)
+        .env("PINFOLD_STATE_DIR", dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+fn next_json(rx: &mpsc::Receiver<String>) -> serde_json::Value {
+    let line = rx.recv_timeout(Duration::from_secs(10)).expect("tail -f printed nothing for 10 s");
+    serde_json::from_str(&line).unwrap()
+}
+
+#[test]
+fn tail_follow_prints_new_records_across_rotations() {
+    let dir = rotated(10);
+    let d = dir.path();
+    let (mut all, all_rx) = follow(d, &["--json", "--limit", "2"]);
+    let (mut asks, asks_rx) = follow(d, &["--json", "--decision", "ask", "--limit", "1"]);
+    // The backlog: the last two records (the checkpoint and the record before it), and the
+    // last `ask`.
+    let backlog: Vec<serde_json::Value> = (0..2).map(|_| next_json(&all_rx)).collect();
+    assert_eq!(backlog[1]["kind"], "checkpoint");
+    assert_eq!(next_json(&asks_rx)["data"]["command"], "make test5");
+    let last = backlog[1]["seq"].as_u64().unwrap();
+    // Another process appends, through several rotations.
+    let l = Ledger::open(d).unwrap().with_fsync(false).with_rotate_bytes(2048);
+    let before = std::fs::read_dir(d).unwrap().count();
+    for i in 10..40 {
+        let decision = if i % 5 == 0 { "ask" } else { "allow" };
+        l.append(Record::new("check", json!({"command": format!("make test{i}"), "decision": decision}))).unwrap();
+        if i % 10 == 0 {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    assert!(std::fs::read_dir(d).unwrap().count() >= before + 3, "no rotation happened");
+    let total = pinfold_ledger::read_records(d).unwrap().len() as u64;
+    // Every record after the backlog, once, in order: records, checkpoints, `rotate`s.
+    let mut kinds = std::collections::BTreeSet::new();
+    for seq in last + 1..total {
+        let r = next_json(&all_rx);
+        assert_eq!(r["seq"], seq);
+        kinds.insert(r["kind"].as_str().unwrap().to_string());
+    }
+    assert!(kinds.contains("rotate") && kinds.contains("checkpoint") && kinds.contains("check"), "{kinds:?}");
+    // The filter applies to what follows too.
+    for i in [10, 15, 20, 25, 30, 35] {
+        assert_eq!(next_json(&asks_rx)["data"]["command"], format!("make test{i}"));
+    }
+    // SIGINT ends it, quietly.
+    for child in [&mut all, &mut asks] {
+        let pid = child.id().to_string();
+        assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "{status:?}");
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(err, "");
+    }
+    assert!(all_rx.recv_timeout(Duration::from_secs(1)).is_err());
+}
+
+#[test]
+fn tail_follow_ends_quietly_when_its_reader_goes() {
+    let dir = rotated(3);
+    let d = dir.path();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pinfold"))
+        .args(["audit", "tail", "--follow", "--limit", "1"])
+        .env("PINFOLD_STATE_DIR", d)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("checkpoint"), "{line}");
+    drop(stdout);
+    // Its next write finds the pipe closed.
+    Ledger::open(d).unwrap().with_fsync(false).append(Record::new("check", json!({"command": "ls"}))).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "tail -f kept running with nobody reading");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!((status.code(), err), (Some(0), String::new()));
 }
