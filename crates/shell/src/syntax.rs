@@ -21,30 +21,53 @@ use crate::Unparseable;
 /// No node (a missing parent, sibling or child).
 const NONE: u32 = u32::MAX;
 
+/// tree-sitter's kind id for ERROR nodes (`ts_builtin_sym_error`, what `is_error` compares).
+const ERROR: u16 = u16::MAX;
+
 /// Syntax tree levels allowed per shell construct: `"$(…)"` costs about four node levels
 /// (string, substitution, command, argument), `a && b && …` one per operator. The node-level
 /// bound is a safety net for the walker's recursion; constructs are counted exactly.
 pub(crate) const NODES_PER_LEVEL: usize = 16;
 
-/// One visible node.
+/// One visible node (24 bytes).
 #[derive(Debug, Clone, Copy)]
 struct Entry {
-    kind: u16,
-    /// tree-sitter's field id; 0 for none.
-    field: u16,
-    named: bool,
     start: u32,
     end: u32,
     parent: u32,
     next_sibling: u32,
-    /// Always the next entry when there is one (pre-order), but said explicitly.
-    first_child: u32,
+    kind: u16,
+    /// tree-sitter's field id; 0 for none.
+    field: u16,
+    named: bool,
+    /// Its first child, if any, is the next entry (pre-order).
+    has_children: bool,
 }
 
 /// A parsed, checked syntax tree (see the module docs).
 #[derive(Debug)]
 pub(crate) struct SyntaxTree {
     nodes: Vec<Entry>,
+}
+
+thread_local! {
+    /// The node array of the last tree dropped on this thread, for the next one to reuse:
+    /// a fresh array for every parse cost a large allocation (and glibc's consolidation of
+    /// its free lists) each time. Only modest arrays are kept.
+    static SPARE: std::cell::Cell<Vec<Entry>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Largest node array kept for reuse (64 Ki nodes, 1.5 MiB).
+const SPARE_MAX: usize = 1 << 16;
+
+impl Drop for SyntaxTree {
+    fn drop(&mut self) {
+        if self.nodes.capacity() <= SPARE_MAX {
+            let nodes = std::mem::take(&mut self.nodes);
+            // During thread teardown the slot may be gone; the array is then simply freed.
+            let _ = SPARE.try_with(|s| s.set(nodes));
+        }
+    }
 }
 
 /// A node of a [`SyntaxTree`]: a copyable handle, like `tree_sitter::Node`.
@@ -105,7 +128,9 @@ impl SyntaxTree {
             return Err(Unparseable::TooLarge { len: text.len(), limit: u32::MAX as usize });
         }
         let max_nodes = limits.max_depth.saturating_mul(NODES_PER_LEVEL);
-        let mut nodes: Vec<Entry> = Vec::with_capacity(text.len() / 2 + 8);
+        let mut nodes: Vec<Entry> = SPARE.try_with(|s| s.take()).unwrap_or_default();
+        nodes.clear();
+        nodes.reserve(text.len() / 3 + 8);
         let mut cursor = tree.root_node().walk();
         // For each node on the path from the root: its entry, its last child so far, and
         // whether it opens a nesting level.
@@ -136,15 +161,19 @@ impl SyntaxTree {
                 }
                 None => NONE,
             };
+            let field = cursor.field_id().map_or(0, |f| f.get());
+            // Moves the cursor to the first visible child, if there is one (exactly when
+            // `child_count` is not 0); `node` stays valid for the checks below.
+            let has_children = cursor.goto_first_child();
             nodes.push(Entry {
-                kind: kind_id,
-                field: cursor.field_id().map_or(0, |f| f.get()),
-                named: node.is_named(),
                 start: start as u32,
                 end: end as u32,
                 parent,
                 next_sibling: NONE,
-                first_child: NONE,
+                kind: kind_id,
+                field,
+                named: node.is_named(),
+                has_children,
             });
             let opens = quiet_from.is_none() && opens_level(kind);
             path.push((id, NONE, opens));
@@ -154,7 +183,8 @@ impl SyntaxTree {
                 if path.len() > max_nodes || levels > limits.max_depth {
                     return Err(Unparseable::TooDeep { limit: limits.max_depth });
                 }
-                if first_error.is_none() && (node.is_error() || node.is_missing()) {
+                // `is_error` is the kind id of ERROR, without another call into the library.
+                if first_error.is_none() && (kind_id == ERROR || node.is_missing()) {
                     let what = if node.is_missing() {
                         format!("missing `{kind}`")
                     } else {
@@ -164,7 +194,7 @@ impl SyntaxTree {
                     };
                     first_error = Some((start, what));
                 }
-                if boundary || node.child_count() == 0 {
+                if boundary || !has_children {
                     if start > covered_to {
                         gap_is_blank(text, covered_to, start)?;
                     }
@@ -174,8 +204,7 @@ impl SyntaxTree {
                     quiet_from = Some(path.len());
                 }
             }
-            if cursor.goto_first_child() {
-                nodes[id as usize].first_child = id + 1;
+            if has_children {
                 continue;
             }
             loop {
@@ -270,7 +299,8 @@ impl<'t> Node<'t> {
 
     /// The visible children, named and anonymous, in order.
     pub(crate) fn children(&self) -> Children<'t> {
-        Children { tree: self.tree, next: self.entry().first_child }
+        let first = if self.entry().has_children { self.id + 1 } else { NONE };
+        Children { tree: self.tree, next: first }
     }
 
     pub(crate) fn named_children(&self) -> impl Iterator<Item = Node<'t>> + 't {
@@ -362,6 +392,25 @@ mod tests {
             }
             assert!(mine.next().is_none());
         }
+    }
+
+    fn build(text: &str) -> Result<SyntaxTree, Unparseable> {
+        let limits = Limits::default();
+        SyntaxTree::build(&ts_parse(text), text, &limits, Instant::now() + limits.timeout)
+    }
+
+    /// The checks made on the way: ERROR (by kind id) and MISSING nodes, nesting, and text
+    /// no leaf covers.
+    #[test]
+    fn fails_closed_on_the_way() {
+        let e = build("a && && b\n").unwrap_err();
+        assert!(matches!(&e, Unparseable::Syntax { detail, .. } if detail.starts_with("unexpected")), "{e}");
+        let e = build("if true; then rm x\n").unwrap_err();
+        assert!(matches!(&e, Unparseable::Syntax { detail, .. } if detail.starts_with("missing")), "{e}");
+        let deep = format!("{}x{}\n", "$(".repeat(201), ")".repeat(201));
+        assert_eq!(build(&deep).unwrap_err(), Unparseable::TooDeep { limit: 200 });
+        assert!(build("cat <<'EOF'; echo done\nhi\nEOF\n").is_err());
+        assert!(build("echo ok # fine\n").is_ok());
     }
 
     #[test]
