@@ -367,13 +367,14 @@ impl Policy {
                     let mut dyn_deny: Option<&Rule> = None;
                     let mut allow_hit: Option<&Rule> = None;
                     let mut damaged = false;
+                    let subject = matcher::Subject::new(c);
                     for rule in self.candidates(c) {
                         let Some(rule) = rule else {
                             damaged = true;
                             continue;
                         };
                         let mode = if rule.spec.action == Action::Allow { Mode::Every } else { Mode::Any };
-                        let o = matcher::matches(&rule.pattern, c, mode, env);
+                        let o = matcher::matches_subject(&rule.pattern, &subject, mode, env);
                         if o == Outcome::No {
                             continue;
                         }

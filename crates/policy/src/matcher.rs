@@ -106,18 +106,42 @@ struct Reading<'a> {
     dynamic: bool,
 }
 
+/// What matching needs of a command that does not depend on the rule: worked out once per
+/// command, then matched against every candidate rule ([`matches_subject`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'c> {
+    cmd: &'c SimpleCommand,
+    /// argv\[0\]'s basename.
+    base: &'c str,
+    /// The option table of the command, if pinfold has one.
+    table: Option<&'static Table>,
+}
+
+impl<'c> Subject<'c> {
+    pub fn new(cmd: &'c SimpleCommand) -> Subject<'c> {
+        let base = cmd.words.first().map_or("", |w| basename(&w.text));
+        Subject { cmd, base, table: options::table(base) }
+    }
+}
+
 /// Match `pattern` against `cmd` (whose argv\[0\] is static) in `mode`.
 pub fn matches(pattern: &Pattern, cmd: &SimpleCommand, mode: Mode, env: &Env<'_>) -> Outcome {
+    matches_subject(pattern, &Subject::new(cmd), mode, env)
+}
+
+/// [`matches`], for a command prepared once for all rules.
+pub fn matches_subject(pattern: &Pattern, subject: &Subject<'_>, mode: Mode, env: &Env<'_>) -> Outcome {
+    let cmd = subject.cmd;
     let Some(name) = cmd.words.first() else { return Outcome::No };
     if name.dynamic {
         return if mode == Mode::Any { Outcome::Dynamic } else { Outcome::No };
     }
-    let base = basename(&name.text);
+    let base = subject.base;
     if !pattern.command.0.iter().any(|g| glob_match(&g.text, &name.text) || glob_match(&g.text, base)) {
         return Outcome::No;
     }
     let args = &cmd.words[1..];
-    let tables = Tables::new(options::table(base));
+    let tables = Tables::new(subject.table);
     let cares_positional = !pattern.has_star
         || pattern.positional.iter().any(|p| !matches!(p, Pos::Star))
         || pattern.required.iter().any(|r| r.value.is_some());
@@ -471,7 +495,7 @@ fn flat<P: Borrow<Pos>>(pats: &[P], items: &[Item<'_>], mode: Mode, env: &Env<'_
     let (np, ni) = (pats.len(), items.len());
     let w = ni + 1;
     // The table lives on the stack for the usual sizes (it is built once per reading).
-    let mut small = [Outcome::No; 256];
+    let mut small = [Outcome::No; 64];
     let mut large = Vec::new();
     let reach: &mut [Outcome] = if (np + 1) * w <= small.len() {
         &mut small[..(np + 1) * w]

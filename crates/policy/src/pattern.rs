@@ -381,47 +381,63 @@ pub fn glob_match(pat: &str, text: &str) -> bool {
     if !pat.contains(['*', '?', '[']) {
         return pat == text;
     }
+    // ASCII (nearly always) is matched byte by byte, without decoding into vectors.
+    if pat.is_ascii() && text.is_ascii() {
+        return glob_at(pat.as_bytes(), text.as_bytes());
+    }
     let p: Vec<char> = pat.chars().collect();
     let t: Vec<char> = text.chars().collect();
     glob_at(&p, &t)
 }
 
-fn glob_at(p: &[char], t: &[char]) -> bool {
+/// A unit of glob matching: a byte of ASCII text or a char.
+trait Sym: Copy + Ord {
+    fn is(self, c: char) -> bool;
+}
+
+impl Sym for u8 {
+    fn is(self, c: char) -> bool {
+        char::from(self) == c
+    }
+}
+
+impl Sym for char {
+    fn is(self, c: char) -> bool {
+        self == c
+    }
+}
+
+fn glob_at<S: Sym>(p: &[S], t: &[S]) -> bool {
     // Iterative with single-star backtracking: linear-ish, no recursion blow-up.
     let (mut pi, mut ti) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while ti < t.len() {
         if pi < p.len() {
-            match p[pi] {
-                '*' => {
-                    star = Some((pi, ti));
-                    pi += 1;
-                    continue;
-                }
-                '?' => {
-                    pi += 1;
-                    ti += 1;
-                    continue;
-                }
-                '[' => {
-                    if let Some((matched, len)) = class(&p[pi..], t[ti]) {
-                        if matched {
-                            pi += len;
-                            ti += 1;
-                            continue;
-                        }
-                    } else if t[ti] == '[' {
-                        pi += 1;
+            let c = p[pi];
+            if c.is('*') {
+                star = Some((pi, ti));
+                pi += 1;
+                continue;
+            } else if c.is('?') {
+                pi += 1;
+                ti += 1;
+                continue;
+            } else if c.is('[') {
+                if let Some((matched, len)) = class(&p[pi..], t[ti]) {
+                    if matched {
+                        pi += len;
                         ti += 1;
                         continue;
                     }
-                }
-                c if c == t[ti] => {
+                } else if t[ti].is('[') {
                     pi += 1;
                     ti += 1;
                     continue;
                 }
-                _ => {}
+            } else if c == t[ti] {
+                pi += 1;
+                ti += 1;
+                continue;
             }
         }
         match star {
@@ -433,26 +449,26 @@ fn glob_at(p: &[char], t: &[char]) -> bool {
             None => return false,
         }
     }
-    while pi < p.len() && p[pi] == '*' {
+    while pi < p.len() && p[pi].is('*') {
         pi += 1;
     }
     pi == p.len()
 }
 
 /// A `[…]` class at the start of `p`: whether `c` matches, and the class length.
-fn class(p: &[char], c: char) -> Option<(bool, usize)> {
+fn class<S: Sym>(p: &[S], c: S) -> Option<(bool, usize)> {
     let mut i = 1;
-    let negate = matches!(p.get(1), Some('!' | '^'));
+    let negate = p.get(1).is_some_and(|x| x.is('!') || x.is('^'));
     if negate {
         i += 1;
     }
     let start = i;
     let mut matched = false;
     while i < p.len() {
-        if p[i] == ']' && i > start {
+        if p[i].is(']') && i > start {
             return Some((matched != negate, i + 1));
         }
-        if i + 2 < p.len() && p[i + 1] == '-' && p[i + 2] != ']' {
+        if i + 2 < p.len() && p[i + 1].is('-') && !p[i + 2].is(']') {
             if p[i] <= c && c <= p[i + 2] {
                 matched = true;
             }
@@ -473,6 +489,18 @@ mod tests {
 
     fn parse(s: &str) -> Pattern {
         Pattern::parse(s, &|n| n == "secrets").unwrap()
+    }
+
+    #[test]
+    fn ascii_bytes_and_chars_match_alike() {
+        let pats = ["a*b", "*", "x?z", "f[0-9]", "f[!0-9]", "[]", "[", "a[", "*[a-c]*", "[!]x]", "[]x]", ".env*", "*/.env*", "a*b*c", "[^a]?*", "[a-]"];
+        let texts = ["", "ab", "axxb", "xyz", "f7", "fa", "[", "a[", "]", "x", "-", "b", ".env.local", "/p/.env", "aXbYbZc", "--"];
+        for p in pats {
+            for t in texts {
+                let (pc, tc): (Vec<char>, Vec<char>) = (p.chars().collect(), t.chars().collect());
+                assert_eq!(glob_at(p.as_bytes(), t.as_bytes()), glob_at(&pc, &tc), "{p} {t}");
+            }
+        }
     }
 
     #[test]
