@@ -268,8 +268,7 @@ impl Policy {
     }
 
     fn judge_tree_with(&self, tree: CommandTree, cwd: &Path, extra: &[std::path::PathBuf]) -> Judgement {
-        let home = self.config.home.clone();
-        let env = Env { cwd, home: home.as_deref(), paths: &self.config.paths };
+        let env = Env { cwd, home: self.config.home.as_deref(), paths: &self.config.paths };
         let recursive = recursive_functions(&tree);
         let mut commands = Vec::with_capacity(tree.commands.len());
         for c in &tree.commands {

@@ -134,7 +134,7 @@ impl SyntaxTree {
         let mut cursor = tree.root_node().walk();
         // For each node on the path from the root: its entry, its last child so far, and
         // whether it opens a nesting level.
-        let mut path: Vec<(u32, u32, bool)> = Vec::new();
+        let mut path: Vec<(u32, u32, bool)> = Vec::with_capacity(32);
         // While inside a heredoc body or comment: the path length at which it began.
         let mut quiet_from: Option<usize> = None;
         let mut levels = 0usize;
@@ -289,6 +289,11 @@ impl<'t> Node<'t> {
         self.at(self.entry().parent)
     }
 
+    /// The next visible sibling, named or not.
+    pub(crate) fn next_sibling(&self) -> Option<Node<'t>> {
+        self.at(self.entry().next_sibling)
+    }
+
     /// The field this node fills in its parent, if any.
     pub(crate) fn field_name(&self) -> Option<&'static str> {
         match self.entry().field {
@@ -385,6 +390,7 @@ mod tests {
                 let k = mine.next().expect("as many children");
                 assert_eq!(c.field_name(), k.field_name(), "field of {} at {:?}", c.node().kind(), c.node().byte_range());
                 assert_eq!(k.parent().map(|p| p.byte_range()), Some(ours.byte_range()));
+                assert_eq!(k.next_sibling().map(|s| s.byte_range()), c.node().next_sibling().map(|s| s.byte_range()));
                 compare(c.node(), k, fields);
                 if !c.goto_next_sibling() {
                     break;

@@ -400,16 +400,15 @@ impl<'a> Walker<'a> {
 
     /// A sequence of statements; one followed by `&` runs in the background.
     fn statements(&mut self, n: Node<'_>) {
-        let kids: Vec<Node<'_>> = n.children().collect();
-        for (i, k) in kids.iter().enumerate() {
+        for k in n.children() {
             if !k.is_named() {
                 continue;
             }
-            let bg = kids.get(i + 1).is_some_and(|s| crate::kind(&s) == "&");
+            let bg = k.next_sibling().is_some_and(|s| crate::kind(&s) == "&");
             if bg {
-                self.with_ctx(Context::Background, |w| w.visit(*k));
+                self.with_ctx(Context::Background, |w| w.visit(k));
             } else {
-                self.visit(*k);
+                self.visit(k);
             }
         }
     }
@@ -703,12 +702,14 @@ impl<'a> Walker<'a> {
     fn command(&mut self, n: Node<'_>, extra_redirects: Vec<Node<'_>>, span: Range<usize>) {
         let mut assignments = Vec::new();
         let mut redirect_nodes = Vec::new();
-        let kids: Vec<(Option<&str>, Node<'_>)> = n.children().map(|k| (k.field_name(), k)).collect();
+        // The children with their fields, read from the syntax tree's array as often as needed.
+        let kids = || n.children().map(|k| (k.field_name(), k));
         // Usually one word per child; reserved up front, as growing a vector of words past
         // 1 KiB made glibc consolidate its free lists.
-        let mut words: Vec<Word> = Vec::with_capacity(kids.len());
-        for (field, k) in &kids {
-            match (*field, crate::kind(&k)) {
+        let mut words: Vec<Word> = Vec::with_capacity(kids().count());
+        for (field, k) in kids() {
+            let k = &k;
+            match (field, crate::kind(k)) {
                 (_, "variable_assignment") => {
                     if let Some(a) = self.assignment(*k) {
                         assignments.push(a);
@@ -739,10 +740,9 @@ impl<'a> Walker<'a> {
         // tree-sitter-bash reads some valid compound forms as plain commands (`coproc NAME
         // { …; }` gives the commands `coproc NAME { …` and `}`): an unquoted reserved word
         // in command position means the tree is not what bash runs.
-        let name_src = kids
-            .iter()
+        let name_src = kids()
             .find(|(f, _)| *f == Some("name"))
-            .map(|(_, k)| self.text(*k))
+            .map(|(_, k)| self.text(k))
             .unwrap_or("");
         if is_misplaced_reserved_word(name_src)
             || name_src == "coproc"
@@ -804,7 +804,7 @@ impl<'a> Walker<'a> {
         let idx = self.emit(cmd);
         // Substitutions inside this command's words, assignments and redirects.
         let saved = self.parent.replace(idx);
-        for (field, k) in kids {
+        for (field, k) in kids() {
             match (field, crate::kind(&k)) {
                 (_, "variable_assignment") => self.assignment_inner(k),
                 (Some("redirect"), _) => self.redirect_inner(k),
