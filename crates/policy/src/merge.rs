@@ -7,7 +7,14 @@
 //! * writable roots: the path-aware intersection — a root survives if it lies inside a root
 //!   of every preset (a preset with no writable roots empties the set);
 //! * write-deny and read-deny lists: the union;
-//! * network: allowed only if every preset allows it; host allowlists intersect;
+//! * network: allowed only if every preset allows it. Host allowlists intersect: a host on a
+//!   port survives if every preset allows it (a preset with the full network, `allow` without
+//!   `hosts`, restricts nothing), so `*.github.com` with `api.github.com:443` gives
+//!   `api.github.com:443`. When the allowlists have nothing in common the network is off,
+//!   never full;
+//! * extra upstream roots (`upstream_ca`): only those every preset trusts;
+//! * credential endpoints: only those every preset defines identically, and whose host the
+//!   merged allowlist still allows;
 //! * kept environment variables: only those every preset keeps.
 //!
 //! Worked example: `workspace` (write `/p`, `~/.cargo/registry`) merged with `readonly`
@@ -15,7 +22,7 @@
 
 use std::path::Path;
 
-use crate::config::{Location, SandboxPreset};
+use crate::config::{Endpoint, Location, SandboxPreset};
 
 /// Whether `inner` is `outer` or lies beneath it (component-wise; globs compared as text).
 fn within(inner: &str, outer: &str) -> bool {
@@ -41,11 +48,32 @@ pub fn merge_presets(presets: &[&SandboxPreset]) -> Option<SandboxPreset> {
         v.dedup();
         v
     };
-    let network_allow = presets.iter().all(|p| p.network_allow);
-    let network_hosts: Vec<String> = first
-        .network_hosts
+    let mut network_allow = presets.iter().all(|p| p.network_allow);
+    let lists: Vec<&[_]> = presets
         .iter()
-        .filter(|h| rest.iter().all(|p| p.network_hosts.contains(h)))
+        .filter(|p| !p.network_hosts.is_empty())
+        .map(|p| p.network_hosts.as_slice())
+        .collect();
+    let mut network_hosts = Vec::new();
+    if network_allow && !lists.is_empty() {
+        network_hosts = pinfold_egress::intersect_lists(&lists);
+        // Nothing in common: an empty list would read as the full network.
+        network_allow = !network_hosts.is_empty();
+    }
+    let upstream_ca: Vec<String> = first
+        .upstream_ca
+        .iter()
+        .filter(|c| rest.iter().all(|p| p.upstream_ca.contains(c)))
+        .cloned()
+        .collect();
+    let same = |a: &Endpoint, b: &Endpoint| {
+        (&a.host, &a.credential, &a.header, &a.format) == (&b.host, &b.credential, &b.header, &b.format)
+    };
+    let endpoints: Vec<Endpoint> = first
+        .endpoints
+        .iter()
+        .filter(|e| rest.iter().all(|p| p.endpoints.iter().any(|f| same(e, f))))
+        .filter(|e| network_allow && (network_hosts.is_empty() || network_hosts.iter().any(|h| h.covers(&e.host))))
         .cloned()
         .collect();
     let env_keep: Vec<String> = first.env_keep.iter().filter(|e| rest.iter().all(|p| p.env_keep.contains(e))).cloned().collect();
@@ -57,6 +85,8 @@ pub fn merge_presets(presets: &[&SandboxPreset]) -> Option<SandboxPreset> {
         read_deny: union(|p| &p.read_deny),
         network_allow,
         network_hosts,
+        upstream_ca,
+        endpoints,
         env_keep,
         location: Location { file: "merged".into(), line: 0, col: 0 },
     })
@@ -74,6 +104,8 @@ mod tests {
             read_deny: vec![],
             network_allow: net,
             network_hosts: vec![],
+            upstream_ca: vec![],
+            endpoints: vec![],
             env_keep: vec![],
             location: Location { file: "t".into(), line: 1, col: 1 },
         }
@@ -91,5 +123,71 @@ mod tests {
         assert!(merge_presets(&[&ws, &ro]).unwrap().write_allow.is_empty());
         assert_eq!(merge_presets(&[&ws]).unwrap().write_allow.len(), 2);
         assert!(!within("/p2", "/p"));
+    }
+
+    fn hosts(p: &mut SandboxPreset, hosts: &[&str]) {
+        p.network_hosts = hosts.iter().map(|h| h.parse().unwrap()).collect();
+    }
+
+    fn shown(p: &SandboxPreset) -> Vec<String> {
+        let mut v: Vec<String> = p.network_hosts.iter().map(|h| h.to_string()).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn host_allowlists_intersect() {
+        let mut a = preset("a", &[], true);
+        let mut b = preset("b", &[], true);
+        let full = preset("full", &[], true);
+        hosts(&mut a, &["crates.io", "*.github.com", "example.com:8443"]);
+        hosts(&mut b, &["crates.io:443", "api.github.com", "*.example.com"]);
+        let m = merge_presets(&[&a, &b]).unwrap();
+        assert!(m.network_allow);
+        assert_eq!(shown(&m), ["api.github.com", "crates.io:443"]);
+
+        // Full network restricts nothing; the allowlist stays.
+        let m = merge_presets(&[&full, &a]).unwrap();
+        assert!(m.network_allow);
+        assert_eq!(shown(&m), ["*.github.com", "crates.io", "example.com:8443"]);
+        assert!(merge_presets(&[&full, &full]).unwrap().network_hosts.is_empty());
+
+        // Disjoint allowlists: no network, never the full network an empty list would mean.
+        let mut c = preset("c", &[], true);
+        hosts(&mut c, &["pypi.org"]);
+        let m = merge_presets(&[&a, &c]).unwrap();
+        assert!(!m.network_allow);
+        assert!(!m.has_allowlist());
+
+        // Network off anywhere is off.
+        let off = preset("off", &[], false);
+        assert!(!merge_presets(&[&a, &off]).unwrap().network_allow);
+    }
+
+    #[test]
+    fn endpoints_and_cas_need_every_preset() {
+        let ep = Endpoint {
+            host: "api.github.com".parse().unwrap(),
+            credential: "github".into(),
+            header: "Authorization".into(),
+            format: "Bearer {}".into(),
+            location: Location { file: "t".into(), line: 1, col: 1 },
+        };
+        let mut a = preset("a", &[], true);
+        let mut b = preset("b", &[], true);
+        hosts(&mut a, &["*.github.com"]);
+        hosts(&mut b, &["api.github.com"]);
+        a.endpoints = vec![ep.clone()];
+        a.upstream_ca = vec!["/ca/corp.pem".into(), "/ca/extra.pem".into()];
+        b.upstream_ca = vec!["/ca/corp.pem".into()];
+        let m = merge_presets(&[&a, &b]).unwrap();
+        assert!(m.endpoints.is_empty(), "b does not define the endpoint");
+        assert_eq!(m.upstream_ca, ["/ca/corp.pem"]);
+        b.endpoints = vec![ep.clone()];
+        assert_eq!(merge_presets(&[&a, &b]).unwrap().endpoints, [ep.clone()]);
+        // The endpoint's host no longer allowed after the intersection: dropped.
+        hosts(&mut b, &["uploads.github.com"]);
+        let m = merge_presets(&[&a, &b]).unwrap();
+        assert!(m.endpoints.is_empty());
     }
 }

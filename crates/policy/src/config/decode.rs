@@ -6,9 +6,10 @@
 use super::error::{ConfigError, Location, did_you_mean};
 use super::node::{Entry, Node, Pos, Value};
 use super::{Action, RuleSpec, TestCase};
+use pinfold_egress::HostPattern;
 
 pub(crate) const TOP_KEYS: &[&str] = &[
-    "$schema", "extends", "defaults", "paths", "rules", "sandbox", "tests", "audit",
+    "$schema", "extends", "defaults", "paths", "rules", "sandbox", "tests", "audit", "credentials",
 ];
 pub(crate) const AUDIT_KEYS: &[&str] = &["enabled", "redact_env"];
 pub(crate) const DEFAULTS_KEYS: &[&str] = &["action", "sandbox", "on_parse_error"];
@@ -20,7 +21,15 @@ pub(crate) const PRESET_KEYS: &[&str] = &["fs", "network", "env"];
 pub(crate) const FS_KEYS: &[&str] = &["write", "read"];
 pub(crate) const FS_WRITE_KEYS: &[&str] = &["allow", "deny"];
 pub(crate) const FS_READ_KEYS: &[&str] = &["deny"];
-pub(crate) const NETWORK_KEYS: &[&str] = &["allow", "hosts"];
+pub(crate) const NETWORK_KEYS: &[&str] = &["allow", "hosts", "upstream_ca", "endpoint"];
+pub(crate) const ENDPOINT_KEYS: &[&str] = &["host", "credential", "header", "format"];
+pub(crate) const CREDENTIAL_KEYS: &[&str] = &["env", "file", "command"];
+/// Headers an endpoint may not inject: they frame or route the request, and a secret in them
+/// would change where or how it goes rather than authenticate it.
+const FORBIDDEN_HEADERS: &[&str] = &[
+    "host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer",
+    "keep-alive", "proxy-connection", "expect",
+];
 pub(crate) const ENV_KEYS: &[&str] = &["keep"];
 pub(crate) const TEST_KEYS: &[&str] = &["command", "expect", "cwd"];
 
@@ -34,6 +43,8 @@ pub(crate) struct Layer {
     pub sandboxes: Vec<PresetDef>,
     pub tests: Vec<TestCase>,
     pub audit: LayerAudit,
+    /// `[credentials.NAME]` tables, in file order.
+    pub credentials: Vec<CredentialDef>,
     /// Names this file uses that must be defined somewhere in the merged configuration.
     pub refs: Vec<Reference>,
 }
@@ -80,15 +91,43 @@ pub(crate) struct PresetDef {
     pub write_deny: Vec<Item>,
     pub read_deny: Vec<Item>,
     pub network_allow: bool,
-    pub network_hosts: Vec<String>,
+    pub network_hosts: Vec<HostPattern>,
+    pub upstream_ca: Vec<Item>,
+    pub endpoints: Vec<EndpointDef>,
     pub env_keep: Vec<String>,
     pub location: Location,
+}
+
+/// `[[sandbox.X.network.endpoint]]`, checked; the credential name is a [`Reference`].
+#[derive(Debug, Clone)]
+pub(crate) struct EndpointDef {
+    pub host: HostPattern,
+    pub credential: String,
+    pub header: String,
+    pub format: String,
+    pub location: Location,
+}
+
+/// `[credentials.NAME]`: where the secret comes from. A file path is resolved later.
+#[derive(Debug, Clone)]
+pub(crate) struct CredentialDef {
+    pub name: String,
+    pub source: CredentialSourceDef,
+    pub location: Location,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum CredentialSourceDef {
+    Env(String),
+    File(Item),
+    Command(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RefKind {
     Sandbox,
     PathSet,
+    Credential,
 }
 
 #[derive(Debug, Clone)]
@@ -273,7 +312,7 @@ pub(crate) fn decode(file: &str, doc: &Node<'_>) -> Result<Layer, ConfigError> {
                 for preset in d.table(&e.value, &path)? {
                     let p = path.key(&preset.key);
                     d.check_name(preset, &p, "sandbox preset")?;
-                    let def = d.preset(preset, &p)?;
+                    let def = d.preset(preset, &p, &mut layer)?;
                     layer.sandboxes.push(def);
                 }
             }
@@ -281,6 +320,13 @@ pub(crate) fn decode(file: &str, doc: &Node<'_>) -> Result<Layer, ConfigError> {
                 for (i, t) in d.array(&e.value, &path)?.iter().enumerate() {
                     let test = d.test(t, &path.index(i))?;
                     layer.tests.push(test);
+                }
+            }
+            "credentials" => {
+                for c in d.table(&e.value, &path)? {
+                    let p = path.key(&c.key);
+                    d.check_name(c, &p, "credential")?;
+                    layer.credentials.push(d.credential(c, &p)?);
                 }
             }
             _ => return Err(d.unknown(e, &ROOT, TOP_KEYS)),
@@ -374,15 +420,6 @@ impl Decoder<'_> {
             Value::Bool(b) => Ok(b),
             _ => Err(self.mismatch(node, path, "a boolean (true or false)")),
         }
-    }
-
-    fn strings(&self, node: &Node<'_>, path: &KeyPath<'_>) -> Result<Vec<String>, ConfigError> {
-        let items = self.array(node, path)?;
-        let mut out = Vec::with_capacity(items.len());
-        for (i, item) in items.iter().enumerate() {
-            out.push(self.string(item, &path.index(i))?.to_string());
-        }
-        Ok(out)
     }
 
     fn env_names(&self, node: &Node<'_>, path: &KeyPath<'_>) -> Result<Vec<String>, ConfigError> {
@@ -642,7 +679,12 @@ impl Decoder<'_> {
         Ok(())
     }
 
-    fn preset(&self, preset: &Entry<'_>, path: &KeyPath<'_>) -> Result<PresetDef, ConfigError> {
+    fn preset(
+        &self,
+        preset: &Entry<'_>,
+        path: &KeyPath<'_>,
+        layer: &mut Layer,
+    ) -> Result<PresetDef, ConfigError> {
         let mut def = PresetDef {
             name: preset.key.to_string(),
             write_allow: Vec::new(),
@@ -650,6 +692,8 @@ impl Decoder<'_> {
             read_deny: Vec::new(),
             network_allow: false,
             network_hosts: Vec::new(),
+            upstream_ca: Vec::new(),
+            endpoints: Vec::new(),
             env_keep: Vec::new(),
             location: self.loc(preset.key_pos),
         };
@@ -694,7 +738,24 @@ impl Decoder<'_> {
                         let np = p.key(&n.key);
                         match &*n.key {
                             "allow" => def.network_allow = self.bool(&n.value, &np)?,
-                            "hosts" => def.network_hosts = self.strings(&n.value, &np)?,
+                            "hosts" => def.network_hosts = self.hosts(&n.value, &np)?,
+                            "upstream_ca" => {
+                                def.upstream_ca = self.items(&n.value, &np, false)?;
+                                if let Some(item) = def.upstream_ca.iter().find(|i| i.text.contains("<path:")) {
+                                    return Err(ConfigError::Invalid {
+                                        location: item.location.clone(),
+                                        key_path: item.key_path.clone(),
+                                        message: "`upstream_ca` lists certificate files, not path sets".into(),
+                                        hint: Some("write the path of a PEM file".into()),
+                                    });
+                                }
+                            }
+                            "endpoint" => {
+                                for (i, ep) in self.array(&n.value, &np)?.iter().enumerate() {
+                                    let ep = self.endpoint(ep, &np.index(i), layer)?;
+                                    def.endpoints.push(ep);
+                                }
+                            }
                             _ => return Err(self.unknown(n, &p, NETWORK_KEYS)),
                         }
                     }
@@ -711,7 +772,194 @@ impl Decoder<'_> {
                 _ => return Err(self.unknown(e, path, PRESET_KEYS)),
             }
         }
+        // An endpoint never widens the network: its host must already be reachable.
+        for ep in &def.endpoints {
+            let reachable = def.network_allow
+                && (def.network_hosts.is_empty() || def.network_hosts.iter().any(|h| h.covers(&ep.host)));
+            if !reachable {
+                let hint = if def.network_allow {
+                    format!("add \"{}\" to `network.hosts`", ep.host)
+                } else {
+                    "set `network.allow = true` and list the host in `network.hosts`".to_string()
+                };
+                return Err(ConfigError::Invalid {
+                    location: ep.location.clone(),
+                    key_path: path.key("network").key("endpoint").render(),
+                    message: format!("endpoint host `{}` is not reachable from this preset", ep.host),
+                    hint: Some(hint),
+                });
+            }
+        }
         Ok(def)
+    }
+
+    /// `network.hosts`: each entry a [`HostPattern`], no duplicates.
+    fn hosts(&self, node: &Node<'_>, path: &KeyPath<'_>) -> Result<Vec<HostPattern>, ConfigError> {
+        let items = self.array(node, path)?;
+        let mut out: Vec<HostPattern> = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let p = path.index(i);
+            let text = self.string(item, &p)?;
+            let pattern = HostPattern::parse(text)
+                .map_err(|e| self.invalid(item.pos, &p, format!("invalid host: {}", e.message), e.hint))?;
+            if out.contains(&pattern) {
+                return Err(self.invalid(item.pos, &p, format!("`{text}` is listed twice"), None));
+            }
+            out.push(pattern);
+        }
+        Ok(out)
+    }
+
+    fn endpoint(
+        &self,
+        node: &Node<'_>,
+        path: &KeyPath<'_>,
+        layer: &mut Layer,
+    ) -> Result<EndpointDef, ConfigError> {
+        let mut host = None;
+        let mut credential = None;
+        let mut header = None;
+        let mut format = None;
+        for e in self.table(node, path)? {
+            let p = path.key(&e.key);
+            match &*e.key {
+                "host" => {
+                    let text = self.string(&e.value, &p)?;
+                    let pattern = HostPattern::parse(text).map_err(|err| {
+                        self.invalid(e.value.pos, &p, format!("invalid host: {}", err.message), err.hint)
+                    })?;
+                    if !pattern.is_exact() {
+                        return Err(self.invalid(
+                            e.value.pos,
+                            &p,
+                            format!("an endpoint names one host, not `{text}`"),
+                            Some("a credential is sent only to the exact host it is for; list each host as its own endpoint".into()),
+                        ));
+                    }
+                    host = Some(pattern);
+                }
+                "credential" => {
+                    let name = self.string(&e.value, &p)?;
+                    layer.refs.push(Reference {
+                        kind: RefKind::Credential,
+                        name: name.to_string(),
+                        location: self.loc(e.value.pos),
+                        key_path: p.render(),
+                    });
+                    credential = Some(name.to_string());
+                }
+                "header" => {
+                    let name = self.string(&e.value, &p)?;
+                    let token = !name.is_empty()
+                        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+                    if !token {
+                        return Err(self.invalid(
+                            e.value.pos,
+                            &p,
+                            format!("`{name}` is not an HTTP header name"),
+                            Some("e.g. \"Authorization\" or \"X-Api-Key\"".into()),
+                        ));
+                    }
+                    if FORBIDDEN_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+                        return Err(self.invalid(
+                            e.value.pos,
+                            &p,
+                            format!("`{name}` cannot carry a credential: it frames or routes the request"),
+                            Some("use the header the API reads the secret from, e.g. \"Authorization\"".into()),
+                        ));
+                    }
+                    header = Some(name.to_string());
+                }
+                "format" => {
+                    let f = self.string(&e.value, &p)?;
+                    if f.matches("{}").count() != 1 {
+                        return Err(self.invalid(
+                            e.value.pos,
+                            &p,
+                            format!("`format` must contain `{{}}` exactly once, found {} in `{f}`", f.matches("{}").count()),
+                            Some("`{}` is where the secret goes, e.g. \"Bearer {}\"".into()),
+                        ));
+                    }
+                    if f.bytes().any(|b| b.is_ascii_control()) {
+                        return Err(self.invalid(e.value.pos, &p, "`format` contains a control character".into(), None));
+                    }
+                    format = Some(f.to_string());
+                }
+                _ => return Err(self.unknown(e, path, ENDPOINT_KEYS)),
+            }
+        }
+        let missing = |key: &str| {
+            self.invalid(node.pos, path, format!("endpoint is missing `{key}`"), None)
+        };
+        Ok(EndpointDef {
+            host: host.ok_or_else(|| missing("host"))?,
+            credential: credential.ok_or_else(|| missing("credential"))?,
+            header: header.unwrap_or_else(|| "Authorization".into()),
+            format: format.unwrap_or_else(|| "Bearer {}".into()),
+            location: self.loc(node.pos),
+        })
+    }
+
+    fn credential(&self, entry: &Entry<'_>, path: &KeyPath<'_>) -> Result<CredentialDef, ConfigError> {
+        let mut source: Option<(CredentialSourceDef, &Entry<'_>)> = None;
+        for e in self.table(&entry.value, path)? {
+            let p = path.key(&e.key);
+            let this = match &*e.key {
+                "env" => {
+                    let name = self.string(&e.value, &p)?;
+                    if !is_env_name(name) {
+                        return Err(self.invalid(
+                            e.value.pos,
+                            &p,
+                            format!("`{name}` is not an environment variable name"),
+                            Some("use letters, digits and `_`, not starting with a digit".into()),
+                        ));
+                    }
+                    CredentialSourceDef::Env(name.to_string())
+                }
+                "file" => {
+                    let text = self.string(&e.value, &p)?;
+                    if text.is_empty() || text.contains("<path:") {
+                        return Err(self.invalid(e.value.pos, &p, "`file` must be a path".into(), None));
+                    }
+                    CredentialSourceDef::File(Item {
+                        text: text.to_string(),
+                        location: self.loc(e.value.pos),
+                        key_path: p.render(),
+                    })
+                }
+                "command" => {
+                    let cmd = self.string(&e.value, &p)?;
+                    if cmd.trim().is_empty() {
+                        return Err(self.invalid(e.value.pos, &p, "empty `command`".into(), None));
+                    }
+                    CredentialSourceDef::Command(cmd.to_string())
+                }
+                _ => return Err(self.unknown(e, path, CREDENTIAL_KEYS)),
+            };
+            if let Some((_, first)) = &source {
+                return Err(self.invalid(
+                    e.key_pos,
+                    &p,
+                    format!("a credential has exactly one source, but this one has both `{}` and `{}`", first.key, e.key),
+                    Some("keep one of `env`, `file` or `command`".into()),
+                ));
+            }
+            source = Some((this, e));
+        }
+        let Some((source, _)) = source else {
+            return Err(self.invalid(
+                entry.key_pos,
+                path,
+                format!("credential `{}` has no source", entry.key),
+                Some("add one of `env = \"VAR\"`, `file = \"path\"` or `command = \"…\"`".into()),
+            ));
+        };
+        Ok(CredentialDef {
+            name: entry.key.to_string(),
+            source,
+            location: self.loc(entry.key_pos),
+        })
     }
 
     fn test(&self, node: &Node<'_>, path: &KeyPath<'_>) -> Result<TestCase, ConfigError> {

@@ -3,11 +3,11 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use super::decode::{Item, Layer, PathSetDef, PresetDef, RefKind, decode};
+use super::decode::{CredentialDef, CredentialSourceDef, Item, Layer, PathSetDef, PresetDef, RefKind, decode};
 use super::error::{ConfigError, Location, did_you_mean};
 use super::node::SyntaxError;
 use super::{
-    Action, Audit, Config, Defaults, EMBEDDED_PRESETS, Format, LoadOptions, RuleSpec, SandboxPreset,
+    Action, Audit, Config, Credential, CredentialSource, Defaults, Endpoint, EMBEDDED_PRESETS, Format, LoadOptions, RuleSpec, SandboxPreset,
     TestCase, embedded_preset,
 };
 
@@ -153,6 +153,7 @@ struct Merged {
     files: Vec<PathBuf>,
     audit_enabled: Option<bool>,
     redact_env: Vec<String>,
+    credentials: BTreeMap<String, CredentialDef>,
 }
 
 struct Loader<'o> {
@@ -333,6 +334,9 @@ impl<'o> Loader<'o> {
                 ),
             });
         }
+        if self.from_project {
+            project_may_not_hold_secrets(&layer)?;
+        }
         self.merged.sources.push(display);
         self.merge(layer);
         Ok(())
@@ -361,6 +365,9 @@ impl<'o> Loader<'o> {
         if let Some((enabled, _)) = layer.audit.enabled {
             m.audit_enabled = Some(enabled);
         }
+        for c in layer.credentials {
+            m.credentials.insert(c.name.clone(), c);
+        }
         for name in layer.audit.redact_env {
             if !m.redact_env.contains(&name) {
                 m.redact_env.push(name);
@@ -381,6 +388,10 @@ impl<'o> Loader<'o> {
                     "sandbox preset",
                 ),
                 RefKind::PathSet => (m.paths.keys().map(String::as_str).collect(), "path set"),
+                RefKind::Credential => (
+                    m.credentials.keys().map(String::as_str).collect(),
+                    "credential",
+                ),
             };
             if !defined.contains(&r.name.as_str()) {
                 return Err(undefined(what, &r.name, &defined, &r.location, &r.key_path));
@@ -427,10 +438,42 @@ impl<'o> Loader<'o> {
                 read_deny: expand(&def.read_deny)?,
                 network_allow: def.network_allow,
                 network_hosts: def.network_hosts.clone(),
+                upstream_ca: def
+                    .upstream_ca
+                    .iter()
+                    .map(|item| resolve_item(item, &root, home))
+                    .collect::<Result<_, _>>()?,
+                endpoints: def
+                    .endpoints
+                    .iter()
+                    .map(|e| Endpoint {
+                        host: e.host.clone(),
+                        credential: e.credential.clone(),
+                        header: e.header.clone(),
+                        format: e.format.clone(),
+                        location: e.location.clone(),
+                    })
+                    .collect(),
                 env_keep: def.env_keep.clone(),
                 location: def.location.clone(),
             };
             sandboxes.insert(name.clone(), preset);
+        }
+        let mut credentials = BTreeMap::new();
+        for (name, def) in &m.credentials {
+            let source = match &def.source {
+                CredentialSourceDef::Env(v) => CredentialSource::Env(v.clone()),
+                CredentialSourceDef::File(item) => CredentialSource::File(resolve_item(item, &root, home)?),
+                CredentialSourceDef::Command(c) => CredentialSource::Command(c.clone()),
+            };
+            credentials.insert(
+                name.clone(),
+                Credential {
+                    name: name.clone(),
+                    source,
+                    location: def.location.clone(),
+                },
+            );
         }
 
         let sandbox = m.sandbox.or_else(|| {
@@ -456,8 +499,36 @@ impl<'o> Loader<'o> {
                 enabled: m.audit_enabled.unwrap_or(true),
                 redact_env: m.redact_env,
             },
+            credentials,
         })
     }
+}
+
+/// A project file (and what it extends) may be written by the agent whose traffic the proxy
+/// controls: if it could define a credential or an endpoint it could have the user's secret
+/// sent to a host of its choosing, or run a command outside the sandbox to read one.
+fn project_may_not_hold_secrets(layer: &Layer) -> Result<(), ConfigError> {
+    let hint = "files in the project can be written by the sandboxed agent; define credentials and \
+                endpoints in $XDG_CONFIG_HOME/pinfold/config.toml or a `-c` file";
+    if let Some(c) = layer.credentials.first() {
+        return Err(ConfigError::Invalid {
+            location: c.location.clone(),
+            key_path: format!("credentials.{}", c.name),
+            message: "a project policy cannot define credentials".into(),
+            hint: Some(hint.into()),
+        });
+    }
+    for preset in &layer.sandboxes {
+        if let Some(e) = preset.endpoints.first() {
+            return Err(ConfigError::Invalid {
+                location: e.location.clone(),
+                key_path: format!("sandbox.{}.network.endpoint", preset.name),
+                message: "a project policy cannot define credential endpoints".into(),
+                hint: Some(hint.into()),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// `a/./b/../c` to `a/c`, lexically (for naming files to read, not for sandbox paths).

@@ -71,6 +71,7 @@ use serde::{Deserialize, Serialize};
 pub use error::{ConfigError, Location};
 pub use load::{layer_files, load, load_file, load_str};
 pub use schema::json_schema;
+pub use pinfold_egress::{Host, HostPattern};
 
 /// What happens to a command. Ordered by strictness: `Allow < Ask < Deny`.
 #[derive(
@@ -188,11 +189,62 @@ pub struct SandboxPreset {
     pub write_allow: Vec<String>,
     pub write_deny: Vec<String>,
     pub read_deny: Vec<String>,
+    /// `network.allow`: false is no network at all.
     pub network_allow: bool,
-    pub network_hosts: Vec<String>,
+    /// `network.hosts`: with `network_allow`, an empty list is the full network and a
+    /// non-empty one the only hosts reachable (through the egress proxy).
+    pub network_hosts: Vec<HostPattern>,
+    /// `network.upstream_ca`: extra root certificates (PEM files, resolved paths) the proxy
+    /// trusts when it verifies upstream servers.
+    pub upstream_ca: Vec<String>,
+    /// `[[network.endpoint]]`: hosts the proxy injects a credential for.
+    pub endpoints: Vec<Endpoint>,
     pub env_keep: Vec<String>,
     /// Where the preset is defined (its name).
     pub location: Location,
+}
+
+impl SandboxPreset {
+    /// Whether the network is restricted to an allowlist (`network.allow` with hosts).
+    pub fn has_allowlist(&self) -> bool {
+        self.network_allow && !self.network_hosts.is_empty()
+    }
+}
+
+/// `[[sandbox.X.network.endpoint]]`: requests to `host` get the header `header` with the
+/// value `format` where `{}` is replaced by the secret of `credential`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// One exact host (never `*.x`), with an optional port.
+    pub host: HostPattern,
+    /// The name of a `[credentials.NAME]` table (checked to exist).
+    pub credential: String,
+    /// The header to set, replacing any value the client sent (default `Authorization`).
+    pub header: String,
+    /// The header value, with `{}` exactly once (default `Bearer {}`).
+    pub format: String,
+    pub location: Location,
+}
+
+/// `[credentials.NAME]`: where pinfold reads a secret. Reading it is left to the caller; the
+/// configuration holds only the source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Credential {
+    pub name: String,
+    pub source: CredentialSource,
+    pub location: Location,
+}
+
+/// Exactly one of `env`, `file` or `command`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CredentialSource {
+    /// An environment variable of pinfold's own process.
+    Env(String),
+    /// A file, its path resolved like sandbox paths.
+    File(String),
+    /// A command run by `sh -c` outside the sandbox; its standard output is the secret.
+    Command(String),
 }
 
 /// A whole-policy test: this command should get this verdict.
@@ -222,6 +274,8 @@ pub struct Config {
     pub project_root: PathBuf,
     pub home: Option<PathBuf>,
     pub audit: Audit,
+    /// `[credentials.NAME]`, by name. Only the user's own files may define them.
+    pub credentials: BTreeMap<String, Credential>,
 }
 
 /// `[audit]`: whether decisions are recorded in the ledger, and what to redact there.

@@ -38,6 +38,28 @@ struct PolicyFile {
     tests: Vec<TestFile>,
     #[serde(default)]
     audit: AuditFile,
+    /// Named secrets the egress proxy can inject for an endpoint. Only the user's own
+    /// configuration or a `-c` file may define them, not a project file.
+    #[serde(default)]
+    credentials: BTreeMap<String, CredentialFile>,
+}
+
+/// Where a secret is read: exactly one of `env`, `file` or `command`.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields, extend("oneOf" = [
+    {"required": ["env"]}, {"required": ["file"]}, {"required": ["command"]}
+]))]
+#[allow(dead_code)]
+struct CredentialFile {
+    /// An environment variable of pinfold's own process.
+    #[serde(default)]
+    env: String,
+    /// A file holding the secret; relative to the project root, `~/…` from home.
+    #[serde(default)]
+    file: String,
+    /// A command run outside the sandbox; its standard output is the secret.
+    #[serde(default)]
+    command: String,
 }
 
 /// The audit ledger: whether decisions are recorded, and which secrets to redact there.
@@ -179,9 +201,34 @@ struct NetworkFile {
     /// Whether the sandboxed command may use the network (default false).
     #[serde(default)]
     allow: bool,
-    /// Hosts reachable through the egress proxy (later).
+    /// With `allow`, the only hosts reachable (through the egress proxy): `example.com`,
+    /// `*.example.com` (subdomains, not the apex), `example.com:8443`, `127.0.0.1:8443`,
+    /// `[::1]:443`. Without a port: 80 and 443. Empty: the full network.
     #[serde(default)]
     hosts: Vec<String>,
+    /// Extra root certificates (PEM files) the proxy trusts for upstream servers.
+    #[serde(default)]
+    upstream_ca: Vec<String>,
+    /// Hosts the proxy injects a credential for.
+    #[serde(default)]
+    endpoint: Vec<EndpointFile>,
+}
+
+/// A host and the credential the proxy adds to requests for it.
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+struct EndpointFile {
+    /// One exact host, optionally with a port; it must also be reachable (`hosts`).
+    host: String,
+    /// The name of a `[credentials.NAME]` table.
+    credential: String,
+    /// The header to set, replacing any value sent (default `Authorization`).
+    #[serde(default)]
+    header: Option<String>,
+    /// The header value; `{}` (exactly once) is the secret (default `Bearer {}`).
+    #[serde(default)]
+    format: Option<String>,
 }
 
 #[derive(JsonSchema, Default)]
@@ -249,11 +296,14 @@ mod tests {
             ("EnvFile", ENV_KEYS),
             ("TestFile", TEST_KEYS),
             ("AuditFile", AUDIT_KEYS),
+            ("EndpointFile", ENDPOINT_KEYS),
+            ("CredentialFile", CREDENTIAL_KEYS),
         ] {
             assert_eq!(keys(&def(name)), sorted(known), "{name}");
             assert_eq!(def(name)["additionalProperties"], false, "{name}");
         }
         assert_eq!(s["additionalProperties"], false);
         assert_eq!(def("RuleFile")["oneOf"].as_array().unwrap().len(), 3);
+        assert_eq!(def("CredentialFile")["oneOf"].as_array().unwrap().len(), 3);
     }
 }

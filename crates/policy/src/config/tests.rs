@@ -370,7 +370,7 @@ fn toml_yaml_and_json_give_the_same_config() {
     assert_eq!(
         (
             w.network_allow,
-            w.network_hosts.as_slice(),
+            w.network_hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>().as_slice(),
             w.env_keep.as_slice()
         ),
         (
@@ -1017,4 +1017,188 @@ fn audit_keys_are_checked() {
     assert!(msg.contains("a boolean"), "{msg}");
     let (_, _, msg, _) = invalid(toml("[audit]\nredact_env = ['NOT A NAME']\n"));
     assert!(msg.contains("not an environment variable name"), "{msg}");
+}
+
+// --- network: hosts, upstream roots, endpoints, credentials -----------------------------------
+
+const NETWORK_POLICY: &str = r#"
+[sandbox.build]
+network.allow = true
+network.hosts = ["crates.io", "Static.Crates.io:443", "*.githubusercontent.com", "127.0.0.1:8443", "[::1]:443", "api.github.com"]
+network.upstream_ca = ["certs/corp-root.pem", "~/ca.pem"]
+
+[[sandbox.build.network.endpoint]]
+host = "api.github.com"
+credential = "github"
+header = "Authorization"
+format = "Bearer {}"
+
+[credentials.github]
+env = "GITHUB_TOKEN"
+
+[credentials.npm]
+file = "~/.secrets/npm"
+
+[credentials.vault]
+command = "vault read -field=token secret/x"
+"#;
+
+#[test]
+fn network_hosts_endpoints_and_credentials_resolve() {
+    let c = toml(NETWORK_POLICY).unwrap();
+    let b = &c.sandboxes["build"];
+    let hosts: Vec<String> = b.network_hosts.iter().map(|h| h.to_string()).collect();
+    assert_eq!(
+        hosts,
+        ["crates.io", "static.crates.io:443", "*.githubusercontent.com", "127.0.0.1:8443", "[::1]:443", "api.github.com"]
+    );
+    assert!(b.has_allowlist());
+    assert!(b.network_hosts[2].matches("raw.githubusercontent.com", 443));
+    assert!(!b.network_hosts[2].matches("githubusercontent.com", 443));
+    assert_eq!(b.upstream_ca, ["/proj/certs/corp-root.pem", "/home/me/ca.pem"]);
+    assert_eq!(b.endpoints.len(), 1);
+    let ep = &b.endpoints[0];
+    assert_eq!((ep.host.to_string(), ep.credential.as_str(), ep.header.as_str(), ep.format.as_str()),
+        ("api.github.com".to_string(), "github", "Authorization", "Bearer {}"));
+    assert_eq!((ep.location.line, ep.location.col), (7, 1));
+    assert_eq!(c.credentials["github"].source, CredentialSource::Env("GITHUB_TOKEN".into()));
+    assert_eq!(c.credentials["npm"].source, CredentialSource::File("/home/me/.secrets/npm".into()));
+    assert_eq!(
+        c.credentials["vault"].source,
+        CredentialSource::Command("vault read -field=token secret/x".into())
+    );
+}
+
+#[test]
+fn network_settings_in_yaml_and_json_match_toml() {
+    let yaml = r#"
+sandbox:
+  build:
+    network:
+      allow: true
+      hosts: ["api.github.com", "*.example.com:8443"]
+      endpoint:
+        - {host: api.github.com, credential: github}
+credentials:
+  github: {env: GITHUB_TOKEN}
+"#;
+    let o = opts(Path::new("/proj"));
+    let y = load_str("p.yaml", yaml, Format::Yaml, &o).unwrap();
+    let json = r#"{"sandbox": {"build": {"network": {"allow": true,
+        "hosts": ["api.github.com", "*.example.com:8443"],
+        "endpoint": [{"host": "api.github.com", "credential": "github"}]}}},
+        "credentials": {"github": {"env": "GITHUB_TOKEN"}}}"#;
+    let j = load_str("p.json", json, Format::Json, &o).unwrap();
+    assert_eq!(shape(&y), shape(&j));
+    let ep = &y.sandboxes["build"].endpoints[0];
+    // Defaults for the header and its format.
+    assert_eq!((ep.header.as_str(), ep.format.as_str()), ("Authorization", "Bearer {}"));
+}
+
+#[test]
+fn malformed_hosts_point_at_the_entry() {
+    for (entry, needle) in [
+        ("https://crates.io", "is a URL"),
+        ("crates.io:0", "out of range"),
+        ("crates.io:99999", "out of range"),
+        ("crates.io:x", "invalid port"),
+        ("a.*.com", "whole first label"),
+        ("*.com", "every name under"),
+        ("[::1", "unclosed"),
+        ("::1:443:x", "not a host"),
+        ("exa mple.com", "white space"),
+        ("-bad.com", "not a valid host name"),
+    ] {
+        let text = format!("[sandbox.b]\nnetwork.allow = true\nnetwork.hosts = [\"ok.com\", \"{entry}\"]\n");
+        let (l, c, m, h) = invalid(toml(&text));
+        assert_eq!((l, c), (3, 28), "{entry}");
+        assert!(m.starts_with("invalid host: ") && m.contains(needle), "{entry}: {m}");
+        assert!(h.is_some() || needle == "white space", "{entry}: no hint");
+    }
+    let (l, c, m, _) = invalid(toml("[sandbox.b]\nnetwork.hosts = ['a.com', 'A.com']\n"));
+    assert_eq!((l, c, m.as_str()), (2, 27, "`A.com` is listed twice"));
+    let err = toml("[sandbox.b]\nnetwork.hosts = ['a.com:70000']\n").unwrap_err();
+    assert!(err.to_string().starts_with("pinfold.toml:2:18: invalid host"), "{err}");
+}
+
+#[test]
+fn endpoint_errors() {
+    let base = "[credentials.gh]\nenv = 'GH_TOKEN'\n[sandbox.b]\nnetwork.allow = true\n";
+    let ep = |body: &str| toml(&format!("{base}[[sandbox.b.network.endpoint]]\n{body}"));
+    // An unknown credential points at the name, with the defined ones as a hint.
+    let (l, c, m, h) = invalid(ep("host = 'api.x.com'\ncredential = 'gihub'\n"));
+    assert_eq!((l, c, m.as_str()), (7, 14, "undefined credential `gihub`"));
+    assert_eq!(h.as_deref(), Some("defined credentials: `gh`"));
+    let (_, _, m, _) = invalid(ep("host = '*.x.com'\ncredential = 'gh'\n"));
+    assert!(m.contains("names one host"), "{m}");
+    let (l, c, m, _) = invalid(ep("host = 'api.x.com'\ncredential = 'gh'\nformat = 'Bearer'\n"));
+    assert_eq!((l, c), (8, 10));
+    assert!(m.contains("exactly once, found 0"), "{m}");
+    let (_, _, m, _) = invalid(ep("host = 'api.x.com'\ncredential = 'gh'\nformat = '{} {}'\n"));
+    assert!(m.contains("found 2"), "{m}");
+    let (_, _, m, _) = invalid(ep("host = 'api.x.com'\ncredential = 'gh'\nheader = 'Host'\n"));
+    assert!(m.contains("frames or routes"), "{m}");
+    let (_, _, m, _) = invalid(ep("host = 'api.x.com'\ncredential = 'gh'\nheader = 'Bad Header'\n"));
+    assert!(m.contains("not an HTTP header name"), "{m}");
+    let (_, _, m, _) = invalid(ep("credential = 'gh'\n"));
+    assert_eq!(m, "endpoint is missing `host`");
+    let (_, _, m, _) = invalid(ep("host = 'api.x.com'\ncredential = 'gh'\nhedaer = 'X'\n"));
+    assert!(m.contains("unknown key `hedaer`"), "{m}");
+    // The endpoint's host must be reachable: in `hosts`, or the full network.
+    let text = format!("{base}network.hosts = ['crates.io']\n[[sandbox.b.network.endpoint]]\nhost = 'api.x.com'\ncredential = 'gh'\n");
+    let (l, _, m, h) = invalid(toml(&text));
+    assert_eq!(l, 6);
+    assert!(m.contains("not reachable"), "{m}");
+    assert_eq!(h.as_deref(), Some("add \"api.x.com\" to `network.hosts`"));
+    let text = "[credentials.gh]\nenv = 'GH'\n[[sandbox.b.network.endpoint]]\nhost = 'api.x.com'\ncredential = 'gh'\n";
+    let (_, _, _, h) = invalid(toml(text));
+    assert!(h.unwrap().contains("network.allow = true"));
+}
+
+#[test]
+fn credential_errors() {
+    let (l, c, m, h) = invalid(toml("[credentials.gh]\nenv = 'A'\nfile = 'b'\n"));
+    assert_eq!((l, c), (3, 1));
+    assert!(m.contains("both `env` and `file`"), "{m}");
+    assert!(h.is_some());
+    let (l, c, m, _) = invalid(toml("[credentials.gh]\n"));
+    assert_eq!((l, c), (1, 14));
+    assert_eq!(m, "credential `gh` has no source");
+    let (_, _, m, _) = invalid(toml("[credentials.gh]\nenv = '1X'\n"));
+    assert!(m.contains("not an environment variable name"), "{m}");
+    let (_, _, m, h) = invalid(toml("[credentials.gh]\ncmd = 'x'\n"));
+    assert!(m.contains("unknown key `cmd`"), "{m}");
+    assert!(h.is_some());
+    let (_, _, m, _) = invalid(toml("[credentials.'a b']\nenv = 'X'\n"));
+    assert!(m.contains("invalid credential name"), "{m}");
+}
+
+#[test]
+fn a_project_file_cannot_define_credentials_or_endpoints() {
+    let env = Env::new();
+    let cred = "[credentials.gh]\nenv = 'GITHUB_TOKEN'\n";
+    let endpoint = "[sandbox.b]\nnetwork.allow = true\n[[sandbox.b.network.endpoint]]\nhost = 'evil.example'\ncredential = 'gh'\n";
+    // The user's global file defines the credential.
+    write(&env.root, "home/.config/pinfold/config.toml", cred);
+    write(&env.root, "proj/pinfold.toml", "# project\n");
+    assert!(load(&env.opts("proj")).unwrap().credentials.contains_key("gh"));
+    for (file, text, key) in [
+        ("proj/pinfold.toml", cred, "credentials.gh"),
+        ("proj/pinfold.local.toml", cred, "credentials.gh"),
+        ("proj/pinfold.toml", endpoint, "sandbox.b.network.endpoint"),
+    ] {
+        write(&env.root, file, text);
+        let err = load(&env.opts("proj")).unwrap_err();
+        let ConfigError::Invalid { key_path, message, hint, .. } = &err else { panic!("{err:?}") };
+        assert_eq!(key_path, key, "{file}");
+        assert!(message.contains("a project policy cannot define"), "{message}");
+        assert!(hint.as_deref().unwrap().contains("config.toml"));
+        write(&env.root, file, "# reset\n");
+        let _ = std::fs::remove_file(env.root.join("proj/pinfold.local.toml"));
+    }
+    // The same endpoint in a `-c` file is the user's choice.
+    write(&env.root, "mine.toml", &format!("{cred}{endpoint}"));
+    let mut o = env.opts("proj");
+    o.explicit = Some(env.root.join("mine.toml"));
+    assert_eq!(load(&o).unwrap().sandboxes["b"].endpoints.len(), 1);
 }

@@ -1,0 +1,517 @@
+//! Host patterns: the entries of `network.hosts`, parsed once and matched many times.
+//!
+//! This module needs nothing but the standard library (and serde for the string form), so the
+//! policy crate can validate configuration with it without building the proxy.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv6Addr};
+
+/// The ports a pattern without `:port` allows.
+pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
+
+/// One allowlist entry: a host (exact name, `*.suffix`, or an IP literal) and an optional port.
+///
+/// * `example.com` matches `example.com` only, on ports 80 and 443.
+/// * `*.example.com` matches `a.example.com` and `a.b.example.com`, never `example.com` itself.
+/// * `example.com:8443`, `127.0.0.1:8443`, `[::1]:443` match that one port.
+///
+/// Names are compared in lower case, without a trailing dot. IP literals match only the same
+/// literal (an IPv4-mapped IPv6 address counts as its IPv4 address), never a name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HostPattern {
+    host: Host,
+    port: Option<u16>,
+}
+
+/// The host part of a [`HostPattern`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Host {
+    /// An exact DNS name, lower case.
+    Name(String),
+    /// `*.SUFFIX`: any name strictly below SUFFIX (lower case, without the `*.`).
+    Subdomains(String),
+    /// An IP address literal.
+    Ip(IpAddr),
+}
+
+/// Why an entry is not a host pattern: a message, and a hint when one helps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPatternError {
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl fmt::Display for HostPatternError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(hint) = &self.hint {
+            write!(f, " ({hint})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for HostPatternError {}
+
+fn err(message: String, hint: Option<&str>) -> HostPatternError {
+    HostPatternError {
+        message,
+        hint: hint.map(str::to_string),
+    }
+}
+
+/// A DNS name as a request names it: lower case, without a trailing dot; `None` if it is not
+/// a well-formed name (letters, digits, `-`, `_`; labels of 1 to 63 bytes; at most 253 bytes).
+pub fn normalize_name(name: &str) -> Option<String> {
+    let name = name.strip_suffix('.').unwrap_or(name);
+    if name.is_empty() || name.len() > 253 {
+        return None;
+    }
+    for label in name.split('.') {
+        let b = label.as_bytes();
+        if b.is_empty()
+            || b.len() > 63
+            || b[0] == b'-'
+            || b[b.len() - 1] == b'-'
+            || !b
+                .iter()
+                .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_')
+        {
+            return None;
+        }
+    }
+    // `1.2.3` or `010.1.1.1` are not names: refuse what resolvers might read as numbers.
+    let last = name.rsplit('.').next().unwrap_or(name);
+    if last.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    Some(name.to_ascii_lowercase())
+}
+
+/// An IP literal as a request names it: `1.2.3.4`, `::1` or `[::1]`, mapped IPv4 made IPv4.
+pub fn parse_ip_literal(text: &str) -> Option<IpAddr> {
+    let inner = text
+        .strip_prefix('[')
+        .and_then(|t| t.strip_suffix(']'))
+        .unwrap_or(text);
+    inner.parse::<IpAddr>().ok().map(|ip| ip.to_canonical())
+}
+
+impl HostPattern {
+    /// Parse one entry of `network.hosts`.
+    pub fn parse(text: &str) -> Result<HostPattern, HostPatternError> {
+        if text.is_empty() {
+            return Err(err("empty host".into(), None));
+        }
+        if text.contains("://") || text.contains('/') {
+            return Err(err(
+                format!("`{text}` is a URL, not a host"),
+                Some("write the host alone, e.g. \"crates.io\" or \"example.com:8443\""),
+            ));
+        }
+        if text.bytes().any(|b| b.is_ascii_whitespace()) {
+            return Err(err(format!("`{text}` contains white space"), None));
+        }
+        // `[v6]` or `[v6]:port`
+        if let Some(rest) = text.strip_prefix('[') {
+            let Some((addr, after)) = rest.split_once(']') else {
+                return Err(err(
+                    format!("`{text}`: unclosed `[`"),
+                    Some("write IPv6 as \"[::1]:443\""),
+                ));
+            };
+            let ip: Ipv6Addr = addr.parse().map_err(|_| {
+                err(
+                    format!("`{addr}` is not an IPv6 address"),
+                    Some("write IPv6 as \"[::1]:443\""),
+                )
+            })?;
+            let port = match after {
+                "" => None,
+                p => match p.strip_prefix(':') {
+                    Some(p) => Some(parse_port(p, text)?),
+                    None => {
+                        return Err(err(
+                            format!("`{text}`: unexpected `{after}` after `]`"),
+                            None,
+                        ));
+                    }
+                },
+            };
+            return Ok(HostPattern {
+                host: Host::Ip(IpAddr::V6(ip).to_canonical()),
+                port,
+            });
+        }
+        if text.matches(':').count() > 1 {
+            return match text.parse::<Ipv6Addr>() {
+                Ok(ip) => Ok(HostPattern {
+                    host: Host::Ip(IpAddr::V6(ip).to_canonical()),
+                    port: None,
+                }),
+                Err(_) => Err(err(
+                    format!("`{text}` is not a host, an IP address or host:port"),
+                    Some("write IPv6 addresses in brackets, e.g. \"[::1]:443\""),
+                )),
+            };
+        }
+        let (host, port) = match text.split_once(':') {
+            Some((h, p)) => (h, Some(parse_port(p, text)?)),
+            None => (text, None),
+        };
+        if host.is_empty() {
+            return Err(err(format!("`{text}` has a port but no host"), None));
+        }
+        if let Ok(ip) = host.parse::<IpAddr>() {
+            return Ok(HostPattern {
+                host: Host::Ip(ip.to_canonical()),
+                port,
+            });
+        }
+        if !host.is_ascii() {
+            return Err(err(
+                format!("`{host}` is not an ASCII host name"),
+                Some("write internationalized names in their `xn--` form"),
+            ));
+        }
+        let (wild, name) = match host.strip_prefix("*.") {
+            Some(rest) => (true, rest),
+            None => (false, host),
+        };
+        if name.contains('*') {
+            return Err(err(
+                format!("`{host}`: `*` may only be the whole first label"),
+                Some("write \"*.example.com\" for every subdomain of example.com"),
+            ));
+        }
+        if name.ends_with('.') {
+            return Err(err(
+                format!("`{host}` ends with a dot"),
+                Some("drop the trailing dot"),
+            ));
+        }
+        let Some(name) = normalize_name(name) else {
+            return Err(err(
+                format!("`{host}` is not a valid host name"),
+                Some("use letters, digits, `-` and `.`, labels of at most 63 characters"),
+            ));
+        };
+        if wild {
+            if !name.contains('.') {
+                return Err(err(
+                    format!("`{host}` would allow every name under `.{name}`"),
+                    Some("name a registrable domain, e.g. \"*.example.com\""),
+                ));
+            }
+            Ok(HostPattern {
+                host: Host::Subdomains(name),
+                port,
+            })
+        } else {
+            Ok(HostPattern {
+                host: Host::Name(name),
+                port,
+            })
+        }
+    }
+
+    /// The host part.
+    pub fn host(&self) -> &Host {
+        &self.host
+    }
+
+    /// The port, or `None` for the default ports 80 and 443.
+    pub fn port(&self) -> Option<u16> {
+        self.port
+    }
+
+    /// Whether this pattern names one host exactly (a name or an IP literal, not `*.x`).
+    /// Only an exact entry lets the proxy connect to a private or loopback address.
+    pub fn is_exact(&self) -> bool {
+        !matches!(self.host, Host::Subdomains(_))
+    }
+
+    fn port_allows(&self, port: u16) -> bool {
+        match self.port {
+            Some(p) => p == port,
+            None => DEFAULT_PORTS.contains(&port),
+        }
+    }
+
+    /// Whether a request for `host` (a name or an IP literal, any case, `[v6]` accepted) on
+    /// `port` matches.
+    pub fn matches(&self, host: &str, port: u16) -> bool {
+        if !self.port_allows(port) {
+            return false;
+        }
+        if let Some(ip) = parse_ip_literal(host) {
+            return self.host == Host::Ip(ip);
+        }
+        let Some(name) = normalize_name(host) else {
+            return false;
+        };
+        self.matches_name(&name)
+    }
+
+    fn matches_name(&self, name: &str) -> bool {
+        match &self.host {
+            Host::Name(n) => n == name,
+            Host::Subdomains(s) => is_strictly_below(name, s),
+            Host::Ip(_) => false,
+        }
+    }
+
+    /// What both patterns allow, if anything: the host and port sets intersected.
+    pub fn intersect(&self, other: &HostPattern) -> Option<HostPattern> {
+        let port = match (self.port, other.port) {
+            (None, None) => None,
+            (Some(p), None) | (None, Some(p)) => DEFAULT_PORTS.contains(&p).then_some(p)?.into(),
+            (Some(a), Some(b)) => (a == b).then_some(a)?.into(),
+        };
+        let host = match (&self.host, &other.host) {
+            (Host::Ip(a), Host::Ip(b)) => (a == b).then(|| Host::Ip(*a))?,
+            (Host::Ip(_), _) | (_, Host::Ip(_)) => return None,
+            (Host::Name(a), Host::Name(b)) => (a == b).then(|| Host::Name(a.clone()))?,
+            (Host::Name(n), Host::Subdomains(s)) | (Host::Subdomains(s), Host::Name(n)) => {
+                is_strictly_below(n, s).then(|| Host::Name(n.clone()))?
+            }
+            (Host::Subdomains(a), Host::Subdomains(b)) => {
+                if a == b || is_strictly_below(a, b) {
+                    Host::Subdomains(a.clone())
+                } else if is_strictly_below(b, a) {
+                    Host::Subdomains(b.clone())
+                } else {
+                    return None;
+                }
+            }
+        };
+        Some(HostPattern { host, port })
+    }
+
+    /// Whether everything `other` allows, this allows too.
+    pub fn covers(&self, other: &HostPattern) -> bool {
+        self.intersect(other).as_ref() == Some(other)
+    }
+}
+
+/// `a.b.example.com` is strictly below `example.com`; `example.com` is not.
+fn is_strictly_below(name: &str, suffix: &str) -> bool {
+    name.len() > suffix.len() + 1
+        && name.ends_with(suffix)
+        && name.as_bytes()[name.len() - suffix.len() - 1] == b'.'
+}
+
+fn parse_port(p: &str, whole: &str) -> Result<u16, HostPatternError> {
+    let hint = Some("a port is a number from 1 to 65535");
+    if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) || p.len() > 5 {
+        return Err(err(format!("`{whole}`: invalid port `{p}`"), hint));
+    }
+    match p.parse::<u32>() {
+        Ok(n @ 1..=65535) => Ok(n as u16),
+        _ => Err(err(format!("`{whole}`: port `{p}` is out of range"), hint)),
+    }
+}
+
+impl fmt::Display for HostPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.host, self.port) {
+            (Host::Name(n), _) => f.write_str(n)?,
+            (Host::Subdomains(s), _) => write!(f, "*.{s}")?,
+            (Host::Ip(IpAddr::V6(ip)), Some(_)) => write!(f, "[{ip}]")?,
+            (Host::Ip(ip), _) => write!(f, "{ip}")?,
+        }
+        if let Some(p) = self.port {
+            write!(f, ":{p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for HostPattern {
+    type Err = HostPatternError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        HostPattern::parse(s)
+    }
+}
+
+impl serde::Serialize for HostPattern {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for HostPattern {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        HostPattern::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The hosts every list allows, as patterns: each list is one preset's allowlist, and the
+/// result allows a host on a port exactly when every list does. Patterns covered by another
+/// in the result are dropped. An empty result allows nothing.
+pub fn intersect_lists(lists: &[&[HostPattern]]) -> Vec<HostPattern> {
+    let Some((first, rest)) = lists.split_first() else {
+        return Vec::new();
+    };
+    let mut acc: Vec<HostPattern> = first.to_vec();
+    for list in rest {
+        let mut next = Vec::new();
+        for a in &acc {
+            for b in list.iter() {
+                if let Some(c) = a.intersect(b) {
+                    next.push(c);
+                }
+            }
+        }
+        acc = next;
+    }
+    minimize(acc)
+}
+
+/// Sorted, without duplicates or patterns another one covers.
+fn minimize(mut v: Vec<HostPattern>) -> Vec<HostPattern> {
+    v.sort();
+    v.dedup();
+    let keep: Vec<bool> = v
+        .iter()
+        .enumerate()
+        .map(|(i, p)| !v.iter().enumerate().any(|(j, q)| i != j && q.covers(p)))
+        .collect();
+    v.into_iter()
+        .zip(keep)
+        .filter_map(|(p, k)| k.then_some(p))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> HostPattern {
+        HostPattern::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn parses_and_prints() {
+        for (text, shown) in [
+            ("crates.io", "crates.io"),
+            ("Static.Crates.IO:443", "static.crates.io:443"),
+            ("*.githubusercontent.com", "*.githubusercontent.com"),
+            ("127.0.0.1:8443", "127.0.0.1:8443"),
+            ("[::1]:443", "[::1]:443"),
+            ("::1", "::1"),
+            ("[::ffff:10.0.0.1]", "10.0.0.1"),
+            ("localhost", "localhost"),
+            ("under_score.example", "under_score.example"),
+        ] {
+            assert_eq!(p(text).to_string(), shown, "{text}");
+        }
+    }
+
+    #[test]
+    fn rejects_malformed() {
+        for bad in [
+            "",
+            "https://crates.io",
+            "crates.io/x",
+            "a b",
+            "example.com:",
+            "example.com:0",
+            "example.com:65536",
+            "example.com:http",
+            ":443",
+            "*",
+            "*.com",
+            "a.*.com",
+            "*example.com",
+            "-a.com",
+            "a-.com",
+            "a..com",
+            "example.com.",
+            "1.2.3",
+            "[::1",
+            "[zz]:1",
+            "[::1]x",
+            "1:2:3",
+            "bücher.de",
+            "**.a.com",
+        ] {
+            assert!(
+                HostPattern::parse(bad).is_err(),
+                "{bad:?} should be rejected"
+            );
+        }
+        let e = HostPattern::parse("example.com:70000").unwrap_err();
+        assert!(e.message.contains("out of range"), "{e}");
+        assert!(e.hint.is_some());
+    }
+
+    #[test]
+    fn wildcard_is_subdomains_only() {
+        let w = p("*.example.com");
+        assert!(w.matches("a.example.com", 443));
+        assert!(w.matches("A.B.Example.com.", 80));
+        assert!(!w.matches("example.com", 443));
+        assert!(!w.matches("badexample.com", 443));
+        assert!(!w.matches("a.example.com", 8080));
+    }
+
+    #[test]
+    fn ports() {
+        assert!(p("x.io").matches("x.io", 80));
+        assert!(p("x.io").matches("x.io", 443));
+        assert!(!p("x.io").matches("x.io", 22));
+        assert!(p("x.io:22").matches("x.io", 22));
+        assert!(!p("x.io:22").matches("x.io", 443));
+    }
+
+    #[test]
+    fn ip_literals_match_only_literals() {
+        assert!(p("127.0.0.1:8443").matches("127.0.0.1", 8443));
+        assert!(p("[::1]:443").matches("[::1]", 443));
+        assert!(p("[::1]:443").matches("::1", 443));
+        assert!(p("10.0.0.1").matches("::ffff:10.0.0.1", 443));
+        assert!(!p("127.0.0.1").matches("localhost", 443));
+        assert!(!p("localhost").matches("127.0.0.1", 443));
+    }
+
+    #[test]
+    fn intersections() {
+        let i = |a: &str, b: &str| p(a).intersect(&p(b)).map(|x| x.to_string());
+        assert_eq!(
+            i("*.example.com", "api.example.com").as_deref(),
+            Some("api.example.com")
+        );
+        assert_eq!(i("*.example.com", "example.com"), None);
+        assert_eq!(
+            i("*.example.com", "*.a.example.com").as_deref(),
+            Some("*.a.example.com")
+        );
+        assert_eq!(
+            i("example.com", "example.com:443").as_deref(),
+            Some("example.com:443")
+        );
+        assert_eq!(i("example.com", "example.com:8080"), None);
+        assert_eq!(i("example.com:8080", "*.example.com:8080"), None);
+        assert_eq!(
+            i("a.example.com", "*.example.com:443").as_deref(),
+            Some("a.example.com:443")
+        );
+        assert_eq!(i("127.0.0.1", "localhost"), None);
+        let a = [p("crates.io"), p("*.github.com"), p("example.com:8443")];
+        let b = [
+            p("crates.io:443"),
+            p("api.github.com"),
+            p("*.github.com:443"),
+        ];
+        let mut got: Vec<String> = intersect_lists(&[&a, &b])
+            .iter()
+            .map(|x| x.to_string())
+            .collect();
+        got.sort();
+        assert_eq!(got, ["*.github.com:443", "api.github.com", "crates.io:443"]);
+        // `api.github.com:443` is covered by `*.github.com:443` and not listed twice.
+        assert!(intersect_lists(&[&a, &[]]).is_empty());
+    }
+}
