@@ -61,7 +61,10 @@ pub(crate) enum RuleStore {
         file: std::fs::File,
         /// Offset records: 16 hex digits per rule (start and end in the entry), in memory.
         records: Vec<u8>,
-        cells: Vec<std::sync::OnceLock<Option<Rule>>>,
+        /// One cell per rule, decoded on first use. Boxed: a `Rule` is a few hundred bytes,
+        /// and 1,000 of them inline made a 360 KiB array that every `pinfold check` had to
+        /// map, zero and unmap (16 bytes a cell now).
+        cells: Vec<std::sync::OnceLock<Option<Box<Rule>>>>,
     },
 }
 
@@ -137,9 +140,9 @@ impl RuleStore {
                     file.read_exact_at(&mut buf, a).ok()?;
                     let spec: RuleSpec = serde_json::from_slice(&buf).ok()?;
                     let pattern = Pattern::parse(&spec.pattern, paths).ok()?;
-                    Some(Rule { spec, pattern })
+                    Some(Box::new(Rule { spec, pattern }))
                 })
-                .as_ref(),
+                .as_deref(),
         }
     }
 }
