@@ -269,7 +269,7 @@ impl HostPattern {
             (Some(a), Some(b)) => (a == b).then_some(a)?.into(),
         };
         let host = match (&self.host, &other.host) {
-            (Host::Ip(a), Host::Ip(b)) => (a == b).then(|| Host::Ip(*a))?,
+            (Host::Ip(a), Host::Ip(b)) => (a == b).then_some(Host::Ip(*a))?,
             (Host::Ip(_), _) | (_, Host::Ip(_)) => return None,
             (Host::Name(a), Host::Name(b)) => (a == b).then(|| Host::Name(a.clone()))?,
             (Host::Name(n), Host::Subdomains(s)) | (Host::Subdomains(s), Host::Name(n)) => {

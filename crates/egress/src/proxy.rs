@@ -328,7 +328,7 @@ impl Proxy {
         for ip in resolved {
             let ip = ip.to_canonical();
             match classify(ip) {
-                Some(class) if !listed_exactly && !self.address_listed(ip) => {
+                Some(class) if !listed_exactly && !self.address_listed(ip, port) => {
                     first_special.get_or_insert(Refusal::Address { ip, class });
                 }
                 _ => addrs.push(ip),
@@ -345,11 +345,13 @@ impl Proxy {
         })
     }
 
-    fn address_listed(&self, ip: IpAddr) -> bool {
+    /// Whether the allowlist names this address (and port) as an IP literal.
+    fn address_listed(&self, ip: IpAddr, port: u16) -> bool {
+        let literal = ip.to_string();
         self.config
             .allow
             .iter()
-            .any(|p| *p.host() == crate::host::Host::Ip(ip))
+            .any(|p| *p.host() == crate::host::Host::Ip(ip) && p.matches(&literal, port))
     }
 
     /// Connect to the first address that answers.
@@ -469,6 +471,13 @@ impl Proxy {
         .await;
         let refusal = match (check, &expect) {
             (Err(_), _) => Some(Refusal::NotTls("no ClientHello in time".into())),
+            // A SOCKS client may open a connection and send nothing (a server-first protocol
+            // that ends early): nothing to check, nothing forwarded.
+            (Ok(Err(e)), Expect::TlsIfAny { .. })
+                if e.kind() == io::ErrorKind::UnexpectedEof && buf.is_empty() =>
+            {
+                None
+            }
             (Ok(Err(e)), _) => Some(Refusal::NotTls(format!("read failed: {e}"))),
             (Ok(Ok(hello)), expect) => expect.check(&hello),
         };
