@@ -947,3 +947,49 @@ async fn serves_a_unix_socket() {
         .unwrap();
     assert_eq!(e.outcome, Outcome::Allowed);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_request_on_a_kept_alive_connection_is_judged() {
+    let up = http_upstream().await;
+    let port = up.port();
+    let mut p = proxy(&[format!("plain.test:{port}")]).await;
+    let mut s = TcpStream::connect(p.addr).await.unwrap();
+    let first = format!("GET http://plain.test:{port}/1 HTTP/1.1\r\nHost: plain.test\r\n\r\n");
+    s.write_all(first.as_bytes()).await.unwrap();
+    // Read the first response (its length is in the head).
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = s.read(&mut buf).await.unwrap();
+        assert_ne!(n, 0, "closed early");
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).to_string();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(|v| v.trim().parse().unwrap())
+                })
+                .unwrap();
+            if body.len() >= len {
+                break;
+            }
+        }
+    }
+    assert!(got.starts_with(b"HTTP/1.1 200"));
+    assert_eq!(p.event().await.outcome, Outcome::Allowed);
+    // The second request on the same connection names another host: judged on its own.
+    let second = format!("GET http://other.test:{port}/2 HTTP/1.1\r\nHost: plain.test\r\n\r\n");
+    s.write_all(second.as_bytes()).await.unwrap();
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut rest)).await;
+    let text = String::from_utf8_lossy(&rest);
+    assert!(text.starts_with("HTTP/1.1 403"), "{text}");
+    let e = p.event().await;
+    assert_eq!(
+        (e.host.as_str(), refused(&e)),
+        ("other.test", &Refusal::NotAllowed)
+    );
+}
