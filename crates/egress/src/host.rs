@@ -514,4 +514,87 @@ mod tests {
         // `api.github.com:443` is covered by `*.github.com:443` and not listed twice.
         assert!(intersect_lists(&[&a, &[]]).is_empty());
     }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        const LABELS: [&str; 3] = ["a", "b", "example"];
+        const PORTS: [u16; 4] = [80, 443, 8080, 22];
+
+        fn name(min: usize) -> impl Strategy<Value = String> {
+            prop::collection::vec(prop::sample::select(&LABELS[..]), min..=3)
+                .prop_map(|l| format!("{}.com", l.join(".")))
+        }
+
+        fn pattern() -> impl Strategy<Value = HostPattern> {
+            let host = prop_oneof![
+                name(1).prop_map(|n| n),
+                name(1).prop_map(|n| format!("*.{n}")),
+                Just("127.0.0.1".to_string()),
+                Just("[::1]".to_string()),
+            ];
+            let port = prop::option::of(prop::sample::select(&PORTS[..3]));
+            (host, port).prop_map(|(h, p)| {
+                let text = match p {
+                    Some(p) => format!("{h}:{p}"),
+                    None if h == "[::1]" => "::1".into(),
+                    None => h,
+                };
+                HostPattern::parse(&text).unwrap()
+            })
+        }
+
+        fn request() -> impl Strategy<Value = (String, u16)> {
+            let host = prop_oneof![
+                name(0),
+                Just("127.0.0.1".to_string()),
+                Just("::1".to_string()),
+            ];
+            (host, prop::sample::select(&PORTS[..]))
+        }
+
+        proptest! {
+            /// The intersection allows exactly what both allow.
+            #[test]
+            fn intersect_is_exact(a in pattern(), b in pattern(), reqs in prop::collection::vec(request(), 1..20)) {
+                let i = a.intersect(&b);
+                for (h, p) in &reqs {
+                    let both = a.matches(h, *p) && b.matches(h, *p);
+                    let got = i.as_ref().is_some_and(|i| i.matches(h, *p));
+                    prop_assert_eq!(got, both, "{} ∩ {} = {:?} on {}:{}", a, b, i, h, p);
+                }
+            }
+
+            /// Merged allowlists allow a request exactly when every list does.
+            #[test]
+            fn lists_intersect_exactly(
+                lists in prop::collection::vec(prop::collection::vec(pattern(), 0..4), 1..4),
+                reqs in prop::collection::vec(request(), 1..20),
+            ) {
+                let slices: Vec<&[HostPattern]> = lists.iter().map(Vec::as_slice).collect();
+                let merged = intersect_lists(&slices);
+                for (h, p) in &reqs {
+                    let every = lists.iter().all(|l| l.iter().any(|x| x.matches(h, *p)));
+                    let got = merged.iter().any(|x| x.matches(h, *p));
+                    prop_assert_eq!(got, every, "{:?} -> {:?} on {}:{}", lists, merged, h, p);
+                }
+            }
+
+            /// Any text either fails with a message or parses to a pattern that prints and
+            /// parses back to itself.
+            #[test]
+            fn parse_any_text(text in "[a-zA-Z0-9.*:\\[\\]_-]{0,24}|\\PC{0,24}") {
+                if let Ok(p) = HostPattern::parse(&text) {
+                    prop_assert_eq!(HostPattern::parse(&p.to_string()).unwrap(), p);
+                }
+            }
+
+            /// What a pattern prints parses back to the same pattern.
+            #[test]
+            fn display_round_trips(a in pattern()) {
+                prop_assert_eq!(HostPattern::parse(&a.to_string()).unwrap(), a);
+            }
+        }
+    }
 }
