@@ -215,7 +215,9 @@ impl Proxy {
                 .acquire_owned()
                 .await
                 .map_err(io::Error::other)?;
-            let (stream, _) = listener.accept().await?;
+            let Some((stream, _)) = accepted(listener.accept().await).await? else {
+                continue;
+            };
             let _ = stream.set_nodelay(true);
             let this = self.clone();
             tokio::spawn(async move {
@@ -234,7 +236,9 @@ impl Proxy {
                 .acquire_owned()
                 .await
                 .map_err(io::Error::other)?;
-            let (stream, _) = listener.accept().await?;
+            let Some((stream, _)) = accepted(listener.accept().await).await? else {
+                continue;
+            };
             let this = self.clone();
             tokio::spawn(async move {
                 this.serve_connection(stream).await;
@@ -608,6 +612,30 @@ impl Proxy {
             }
             Err(e) => refuse(StatusCode::BAD_GATEWAY, &format!("upstream failed: {e}")),
         }
+    }
+}
+
+/// Sort accept errors: a client that went away, or a process out of file descriptors, must not
+/// stop the proxy (the latter waits a moment for connections to close); anything else does.
+async fn accepted<T>(r: io::Result<T>) -> io::Result<Option<T>> {
+    match r {
+        Ok(x) => Ok(Some(x)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::Interrupted
+            ) =>
+        {
+            Ok(None)
+        }
+        // EMFILE, ENFILE (Linux numbers; the crate is Linux-only like the sandbox).
+        Err(e) if matches!(e.raw_os_error(), Some(23 | 24)) => {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Ok(None)
+        }
+        Err(e) => Err(e),
     }
 }
 
