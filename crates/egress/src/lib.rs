@@ -18,6 +18,9 @@
 //!      differs from the host the tunnel was opened for, before any client byte goes upstream;
 //!   5. reports an [`Event`] (host, port, address, outcome, bytes each way) to the sink.
 //!
+//! * [`bridge`]: the relay for inside the sandbox, from a loopback TCP port to the proxy's unix
+//!   socket, deciding nothing.
+//!
 //! Refusals answer `403` with a one-line reason (SOCKS5: reply code 2, "not allowed by
 //! ruleset", or 4 for a name that does not resolve).
 //!
@@ -65,12 +68,16 @@ pub mod host;
 #[cfg(feature = "proxy")]
 pub mod addr;
 #[cfg(feature = "proxy")]
+mod bridge;
+#[cfg(feature = "proxy")]
 mod proxy;
 #[cfg(feature = "proxy")]
 mod socks;
 #[cfg(feature = "proxy")]
 pub mod tls;
 
+#[cfg(feature = "proxy")]
+pub use bridge::bridge;
 pub use host::{Host, HostPattern, HostPatternError, intersect_lists};
 #[cfg(feature = "proxy")]
 pub use proxy::{Config, Event, EventSink, Limits, Outcome, Protocol, Proxy, Refusal, Resolver};

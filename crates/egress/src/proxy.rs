@@ -617,7 +617,7 @@ impl Proxy {
 
 /// Sort accept errors: a client that went away, or a process out of file descriptors, must not
 /// stop the proxy (the latter waits a moment for connections to close); anything else does.
-async fn accepted<T>(r: io::Result<T>) -> io::Result<Option<T>> {
+pub(crate) async fn accepted<T>(r: io::Result<T>) -> io::Result<Option<T>> {
     match r {
         Ok(x) => Ok(Some(x)),
         Err(e)

@@ -993,3 +993,48 @@ async fn each_request_on_a_kept_alive_connection_is_judged() {
         ("other.test", &Refusal::NotAllowed)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_through_the_bridge_and_the_unix_socket() {
+    let up = http_upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("egress.sock");
+    let (tx, events) = tokio::sync::mpsc::unbounded_channel();
+    let config = Config {
+        allow: vec![format!("plain.test:{}", up.port()).parse().unwrap()],
+        resolver: Resolver::Fixed(names()),
+        limits: Limits::default(),
+    };
+    let proxy = Proxy::new(
+        config,
+        Arc::new(move |e| {
+            let _ = tx.send(e);
+        }),
+    );
+    tokio::spawn(proxy.serve_unix(tokio::net::UnixListener::bind(&path).unwrap()));
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(pinfold_egress::bridge(l, path.clone(), 64));
+    let mut p = Running { addr, events };
+    let (status, body) = curl_via(&p, &format!("http://plain.test:{}/b", up.port()), &[]).await;
+    assert_eq!(status, 200);
+    assert!(body.starts_with("GET /b HTTP/1.1"), "{body}");
+    assert_eq!(p.event().await.outcome, Outcome::Allowed);
+    let (status, body) = curl_via(&p, &format!("http://other.test:{}/", up.port()), &[]).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            403,
+            "pinfold egress: host and port are not on the allowlist\n"
+        )
+    );
+    assert_eq!(refused(&p.event().await), &Refusal::NotAllowed);
+    let (code, _, _) = curl(&[
+        "--socks5-hostname",
+        &addr.to_string(),
+        &format!("http://plain.test:{}/", up.port()),
+    ])
+    .await;
+    assert_eq!(code, 0);
+    assert_eq!(p.event().await.protocol, Protocol::Socks5);
+}
