@@ -740,7 +740,8 @@ impl Decoder<'_> {
                             "allow" => def.network_allow = self.bool(&n.value, &np)?,
                             "hosts" => def.network_hosts = self.hosts(&n.value, &np)?,
                             "upstream_ca" => {
-                                def.upstream_ca = self.items(&n.value, &np, false)?;
+                                // Path set references pass `items` so the check below can say why they are wrong here.
+                                def.upstream_ca = self.items(&n.value, &np, true)?;
                                 if let Some(item) = def.upstream_ca.iter().find(|i| i.text.contains("<path:")) {
                                     return Err(ConfigError::Invalid {
                                         location: item.location.clone(),

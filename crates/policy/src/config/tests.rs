@@ -1122,6 +1122,20 @@ fn malformed_hosts_point_at_the_entry() {
 }
 
 #[test]
+fn upstream_ca_lists_files() {
+    let (l, c, m, h) = invalid(toml(
+        "[paths]\ncas = ['a.pem']\n[sandbox.b]\nnetwork.upstream_ca = ['x.pem', '<path:cas>']\n",
+    ));
+    assert_eq!((l, c), (4, 33));
+    assert!(m.contains("certificate files, not path sets"), "{m}");
+    assert!(h.is_some());
+    let (_, _, m, _) = invalid(toml("[sandbox.b]\nnetwork.upstream_ca = ['']\n"));
+    assert_eq!(m, "empty path");
+    let (_, _, m, _) = invalid(toml("[sandbox.b]\nnetwork.upstream_ca = 'x.pem'\n"));
+    assert!(m.contains("expected an array"), "{m}");
+}
+
+#[test]
 fn endpoint_errors() {
     let base = "[credentials.gh]\nenv = 'GH_TOKEN'\n[sandbox.b]\nnetwork.allow = true\n";
     let ep = |body: &str| toml(&format!("{base}[[sandbox.b.network.endpoint]]\n{body}"));
