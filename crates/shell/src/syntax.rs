@@ -420,6 +420,13 @@ mod tests {
     }
 
     #[test]
+    fn every_kind_has_a_slot() {
+        assert!(crate::language().node_kind_count() <= crate::KIND_SLOTS);
+        assert_eq!(crate::kind_name(0), crate::language().node_kind_for_id(0).unwrap());
+        assert_eq!(crate::kind_name(ERROR), "");
+    }
+
+    #[test]
     fn same_answers_as_tree_sitter() {
         let fields = ["name", "value", "body", "redirect", "argument", "variable", "descriptor", "operator", "condition"];
         let inputs = [
