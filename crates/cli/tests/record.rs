@@ -325,3 +325,25 @@ fn the_sandbox_cannot_read_or_write_the_ledger_even_inside_the_project() {
     let o = w.run(&["audit", "verify"], b"");
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
 }
+
+#[test]
+fn a_host_allowlist_exec_cannot_enforce_yet_means_no_network() {
+    let w = World::new();
+    fs::write(
+        w.proj.join("pinfold.toml"),
+        "[defaults]\naction = 'allow'\nsandbox = 'build'\n[sandbox.build]\nfs.write.allow = ['.']\nnetwork.allow = true\nnetwork.hosts = ['crates.io']\n[sandbox.full]\nnetwork.allow = true\n",
+    )
+    .unwrap();
+    let plan = |args: &[&str]| {
+        let o = w.run(args, b"");
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let v: Value = serde_json::from_str(&o.stdout).unwrap();
+        (v["plan"]["network"].as_str().unwrap().to_string(), o.stderr)
+    };
+    let (net, err) = plan(&["exec", "--dry-run", "--", "cargo fetch"]);
+    assert_eq!(net, "off");
+    assert!(err.contains("cannot enforce host allowlists yet"), "{err}");
+    // Full network when the preset says so without hosts, or when asked for.
+    assert_eq!(plan(&["exec", "--dry-run", "--sandbox", "full", "--", "cargo fetch"]).0, "on");
+    assert_eq!(plan(&["exec", "--dry-run", "--net", "on", "--", "cargo fetch"]).0, "on");
+}
