@@ -482,7 +482,7 @@ fn positional(p: &Pattern, items: &[Item<'_>], mode: Mode, env: &Env<'_>) -> Out
     }
     let mut best = Outcome::No;
     for v in &p.variants {
-        best = best.max(flat(&v, items, mode, env));
+        best = best.max(flat(v, items, mode, env));
         if best == Outcome::Yes {
             break;
         }
