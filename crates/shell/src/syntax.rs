@@ -448,6 +448,10 @@ mod tests {
             "coproc { sleep 1; }; time -p ls; ! true\n",
             "a=(x y); a+=(z); [[ -n ${a[0]} ]] && echo ok\n",
             "find . -name '*.o' -exec rm {} \\;\n",
+            "a=(1 # one\n 2) # two\nif x # c\nthen y; fi\n",
+            "cmd \\\n  --flag=v \"$(inner ${x:-d} 'q')\" <<<\"s\" 3>&- # c\n",
+            "select x in a b; do break; done; until false; do :; done\n",
+            "for ((i = 0; i < 3; i++)); do echo $i; done; [ a = b ] || exit 1\n",
         ];
         let limits = Limits::default();
         for text in inputs {
