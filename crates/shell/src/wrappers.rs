@@ -173,7 +173,9 @@ impl Spec {
     }
 }
 
-/// Skip the options of `words[0]`; the index of the first operand, or why we cannot tell.
+/// Skip the options of `words[0]`; the index of the first operand (at most `words.len()`,
+/// also when the last option lacks its value: then there is no operand), or why we cannot
+/// tell.
 fn skip_options(words: &[Word], spec: &Spec, name: &str) -> Result<usize, String> {
     let mut i = 1;
     while i < words.len() {
@@ -220,7 +222,9 @@ fn skip_options(words: &[Word], spec: &Spec, name: &str) -> Result<usize, String
         }
         return Ok(i);
     }
-    Ok(i)
+    // An option that takes a value, written last without one (`sudo -u`), stepped past the
+    // end: callers slice `words[..i]`, which must not panic on such input.
+    Ok(i.min(words.len()))
 }
 
 /// Options, then the command: `nohup cmd …`.
@@ -601,5 +605,10 @@ mod tests {
         assert_eq!(skip_options(&words, &spec, "timeout"), Ok(2));
         let words: Vec<Word> = ["timeout", "-z", "1", "x"].map(w).to_vec();
         assert!(skip_options(&words, &spec, "timeout").is_err());
+        // A value option with no value: no operand, and an index callers can slice with.
+        for last in ["-k", "-vs", "--signal"] {
+            let words: Vec<Word> = ["timeout", last].map(w).to_vec();
+            assert_eq!(skip_options(&words, &spec, "timeout"), Ok(2), "{last}");
+        }
     }
 }

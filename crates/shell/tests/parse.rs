@@ -888,6 +888,27 @@ fn parents_point_at_the_enclosing_command() {
     assert_eq!(t.commands[2].parent, None);
 }
 
+/// A wrapper's option that takes a value, written last without one (`sudo -t`), made the
+/// wrapper reader slice past the end of argv and panic — a crashed `pinfold check` is no
+/// verdict at all. Every wrapper with every short option and the usual long ones, alone,
+/// with a value, and in a pipeline.
+#[test]
+fn wrapper_options_missing_their_value_do_not_panic() {
+    let longs = ["user", "group", "signal", "kill-after", "format", "output", "interval", "chdir", "max-args", "max-procs", "arg-file", "delimiter", "replace", "unset", "split-string", "adjustment", "class", "classdata", "preserve-env", "prompt", "type", "role", "host", "chroot", "close-from", "command-timeout", "other-user"];
+    let wrappers = pinfold_shell::wrappers::TRANSPARENT.iter().chain(pinfold_shell::wrappers::POWERFUL);
+    for name in wrappers {
+        let shorts = ('a'..='z').chain('A'..='Z').map(|c| format!("-{c}"));
+        for opt in shorts.chain(longs.iter().map(|l| format!("--{l}"))) {
+            for text in [format!("{name} {opt}"), format!("{name} {opt} x"), format!("{name} -v {opt} | cat")] {
+                // Parsed or refused, never a panic.
+                let _ = pinfold_shell::parse(&text);
+            }
+        }
+    }
+    assert!(pinfold_shell::parse("sudo -t").is_ok());
+    assert!(pinfold_shell::parse("xargs -n").is_ok());
+}
+
 /// Inputs bash rejects, or that tree-sitter cannot follow: never a partial result.
 #[test]
 fn fails_closed() {
