@@ -9,6 +9,14 @@
 //! `exec` exits 125 instead of the command's status, so a caller cannot mistake the run for an
 //! audited one. Recording is turned off only by `[audit] enabled = false` in the user's own
 //! configuration.
+//!
+//! **Durability.** Every record is in the kernel's page cache before the decision takes
+//! effect, so it survives the crash or kill of any pinfold process. `exec_start` and `exec_end`
+//! are also `fdatasync`ed before the command starts and before exec returns its status; the
+//! sync of an `exec_start` makes every earlier record durable too. `check` and `hook` records
+//! reach the disk with the next synced record, the next checkpoint (always synced) or the
+//! kernel's writeback; a power loss can lose the last of them. `PINFOLD_LEDGER_FSYNC=1` syncs
+//! every record, `=0` none (docs/ledger.md).
 
 use pinfold_ledger::{Ledger, Record};
 use pinfold_policy::config::Audit;
@@ -25,6 +33,34 @@ pub const SESSION_ENV: &str = "PINFOLD_SESSION";
 pub struct Recorder {
     ledger: Option<Ledger>,
     session: Option<String>,
+    sync: Sync,
+}
+
+/// Which records are `fdatasync`ed (see the module's notes).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Sync {
+    /// `exec_start` and `exec_end` (the default).
+    Runs,
+    Every,
+    Never,
+}
+
+impl Sync {
+    fn from_env() -> Sync {
+        match std::env::var("PINFOLD_LEDGER_FSYNC").ok().filter(|v| !v.is_empty()).as_deref() {
+            None => Sync::Runs,
+            Some("0") => Sync::Never,
+            Some(_) => Sync::Every,
+        }
+    }
+
+    fn syncs(self, kind: &str) -> bool {
+        match self {
+            Sync::Runs => matches!(kind, "exec_start" | "exec_end"),
+            Sync::Every => true,
+            Sync::Never => false,
+        }
+    }
 }
 
 impl Recorder {
@@ -32,8 +68,9 @@ impl Recorder {
     /// is `$PINFOLD_SESSION` unless [`Recorder::session`] sets another.
     pub fn open(audit: &Audit) -> Result<Recorder, Error> {
         let session = std::env::var(SESSION_ENV).ok().filter(|s| !s.is_empty());
+        let sync = Sync::from_env();
         if !audit.enabled {
-            return Ok(Recorder { ledger: None, session });
+            return Ok(Recorder { ledger: None, session, sync });
         }
         let dir = pinfold_ledger::state_dir().map_err(failed)?;
         let secrets = audit
@@ -44,7 +81,7 @@ impl Recorder {
             .filter(|v| v.len() >= 4)
             .collect();
         let ledger = Ledger::open(&dir).map_err(failed)?.with_secrets(secrets);
-        Ok(Recorder { ledger: Some(ledger), session })
+        Ok(Recorder { ledger: Some(ledger), session, sync })
     }
 
     pub fn session(mut self, session: Option<String>) -> Recorder {
@@ -57,6 +94,7 @@ impl Recorder {
     /// Append one record; its sequence number, or `None` when recording is off.
     pub fn record(&self, kind: &str, data: Value) -> Result<Option<u64>, Error> {
         let Some(ledger) = &self.ledger else { return Ok(None) };
+        ledger.set_fsync(self.sync.syncs(kind));
         let mut r = Record::new(kind, data);
         if let Some(s) = &self.session {
             r = r.session(s.clone());
@@ -121,6 +159,13 @@ pub fn token_id(token: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_runs_are_synced_by_default() {
+        assert!(Sync::Runs.syncs("exec_start") && Sync::Runs.syncs("exec_end"));
+        assert!(!Sync::Runs.syncs("check") && !Sync::Runs.syncs("hook") && !Sync::Runs.syncs("exec_refused"));
+        assert!(Sync::Every.syncs("check") && !Sync::Never.syncs("exec_start"));
+    }
 
     #[test]
     fn tokens_are_shortened() {

@@ -53,8 +53,20 @@ impl World {
     }
 
     fn run(&self, args: &[&str], stdin: &[u8]) -> Out {
-        let mut c = Command::new(BIN);
-        c.args(args)
+        let mut full = vec![BIN];
+        full.extend_from_slice(args);
+        self.run_with_stdin(&full, stdin)
+    }
+
+    /// Run `argv[0]` (another program) in the world; stdin from `payload.json` if it exists.
+    fn run_program(&self, argv: &[&str]) -> Out {
+        let stdin = fs::read(self.root.join("payload.json")).unwrap_or_default();
+        self.run_with_stdin(argv, &stdin)
+    }
+
+    fn run_with_stdin(&self, argv: &[&str], stdin: &[u8]) -> Out {
+        let mut c = Command::new(argv[0]);
+        c.args(&argv[1..])
             .current_dir(&self.proj)
             .env("HOME", &self.home)
             .env("XDG_CONFIG_HOME", self.home.join(".config"))
@@ -346,4 +358,38 @@ fn a_host_allowlist_exec_cannot_enforce_yet_means_no_network() {
     // Full network when the preset says so without hosts, or when asked for.
     assert_eq!(plan(&["exec", "--dry-run", "--sandbox", "full", "--", "cargo fetch"]).0, "on");
     assert_eq!(plan(&["exec", "--dry-run", "--net", "on", "--", "cargo fetch"]).0, "on");
+}
+
+/// The fsync policy (record.rs, docs/ledger.md), observed with strace: a `check` or `hook`
+/// record is not synced on its own, `exec_start` and `exec_end` are; `PINFOLD_LEDGER_FSYNC=1`
+/// syncs every record, `=0` none.
+#[test]
+fn exec_records_are_synced_checks_are_not_unless_asked() {
+    let mut w = World::new();
+    fs::write(w.proj.join("pinfold.toml"), "extends = ['pinfold:default']\n[[rules]]\nallow = 'sh *'\n").unwrap();
+    // Create the ledger first (its first records start the checkpoint clock and sync).
+    assert_eq!(w.run(&["check", "--", "ls"], b"").code, 0);
+    let syncs = |w: &World, args: &[&str]| -> usize {
+        let log = w.root.join("strace.log");
+        let mut full = vec!["strace", "-f", "-qq", "-e", "trace=fsync,fdatasync", "-o"];
+        let log_s = log.display().to_string();
+        full.push(&log_s);
+        full.push(BIN);
+        full.extend_from_slice(args);
+        let o = w.run_program(&full);
+        assert!(matches!(o.code, 0 | 10), "{args:?}: {}", o.stderr);
+        fs::read_to_string(&log).unwrap().lines().filter(|l| l.contains("fdatasync(") || l.contains("fsync(")).count()
+    };
+    assert_eq!(syncs(&w, &["check", "--", "ls"]), 0);
+    let p = w.claude("s", "Bash", json!({"command": "ls"}));
+    fs::write(w.root.join("payload.json"), p.to_string()).unwrap();
+    // The first hook creates its token key (synced); the decisions after it are not.
+    syncs(&w, &["hook", "claude-code"]);
+    assert_eq!(syncs(&w, &["hook", "claude-code"]), 0);
+    assert_eq!(syncs(&w, &["exec", "--", "sh -c true"]), 2);
+    w.set("PINFOLD_LEDGER_FSYNC", "1");
+    assert_eq!(syncs(&w, &["check", "--", "ls"]), 1);
+    w.set("PINFOLD_LEDGER_FSYNC", "0");
+    assert_eq!(syncs(&w, &["exec", "--", "sh -c true"]), 0);
+    w.verify();
 }

@@ -191,7 +191,7 @@ pub struct Ledger {
     /// sharing one descriptor, and because a rotation replaces it.
     live: Mutex<File>,
     lock: File,
-    fsync: bool,
+    fsync: std::sync::atomic::AtomicBool,
     secrets: Vec<String>,
     rotate_bytes: u64,
     checkpoint_every: Duration,
@@ -268,7 +268,7 @@ impl Ledger {
             paths,
             live: Mutex::new(live),
             lock,
-            fsync,
+            fsync: fsync.into(),
             secrets: Vec::new(),
             rotate_bytes,
             checkpoint_every,
@@ -277,9 +277,19 @@ impl Ledger {
 
     /// Default: on (`PINFOLD_LEDGER_FSYNC=0` turns it off). With it on, `append` returns after
     /// the record is on disk.
-    pub fn with_fsync(mut self, fsync: bool) -> Ledger {
-        self.fsync = fsync;
+    pub fn with_fsync(self, fsync: bool) -> Ledger {
+        self.set_fsync(fsync);
         self
+    }
+
+    /// [`Ledger::with_fsync`] for an open ledger: whether the appends from now on are synced
+    /// (so a caller can sync some kinds of record and not others).
+    pub fn set_fsync(&self, fsync: bool) {
+        self.fsync.store(fsync, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn syncing(&self) -> bool {
+        self.fsync.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Values to redact wherever they appear (for instance those the policy declares secret).
@@ -401,7 +411,10 @@ impl Ledger {
     }
 
     fn write(&self, live: &File, out: &Output, start_clock: bool) -> Result<(), Error> {
-        self.write_log(live, &out.log)?;
+        // A checkpoint is always synced, log first: a copy in `ledger.checkpoints` must never
+        // name records the log could lose, whatever the setting for ordinary records.
+        let checkpointing = !out.checkpoints.is_empty();
+        self.write_log(live, &out.log, self.syncing() || checkpointing)?;
         if !out.checkpoints.is_empty() || start_clock {
             let p = &self.paths.checkpoints;
             let mut f = OpenOptions::new()
@@ -412,19 +425,17 @@ impl Ledger {
                 .map_err(|e| Error::io("open", p, e))?;
             if !out.checkpoints.is_empty() {
                 f.write_all(&out.checkpoints).map_err(|e| Error::io("append to", p, e))?;
-                if self.fsync {
-                    f.sync_data().map_err(|e| Error::io("sync", p, e))?;
-                }
+                f.sync_data().map_err(|e| Error::io("sync", p, e))?;
             }
         }
         Ok(())
     }
 
-    fn write_log(&self, live: &File, bytes: &[u8]) -> Result<(), Error> {
+    fn write_log(&self, live: &File, bytes: &[u8], sync: bool) -> Result<(), Error> {
         if !bytes.is_empty() {
             let mut w = live;
             w.write_all(bytes).map_err(|e| Error::io("append to", &self.paths.log, e))?;
-            if self.fsync {
+            if sync {
                 live.sync_data().map_err(|e| Error::io("sync", &self.paths.log, e))?;
             }
         }
@@ -540,7 +551,7 @@ impl Ledger {
         }
         // 2. Everything queued so far belongs to the closing file: write (and sync) it there
         //    before the rename, so the archive is complete the moment it has its name.
-        self.write_log(live, &out.log)?;
+        self.write_log(live, &out.log, true)?;
         out.log.clear();
         // 3. Rename it to one past the newest archive, never over an existing file. From here
         //    until the new file has its first record, the chain ends in that archive, and
@@ -554,12 +565,11 @@ impl Ledger {
         // 4. The new live file. Its first record (queued next, by the caller's loop) is the
         //    `rotate` record naming the archive.
         *live = open_live(&self.paths.log)?;
-        if self.fsync {
-            // The rename and the new name are durable before anything is acknowledged in it.
-            File::open(&self.paths.dir)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| Error::io("sync", &self.paths.dir, e))?;
-        }
+        // The rename and the new name are durable before anything is acknowledged in it
+        // (always: a rotation is rare, and ends with a checkpoint).
+        File::open(&self.paths.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Error::io("sync", &self.paths.dir, e))?;
         tail.previous = Some((files::archive_name(n), tail.len));
         tail.len = 0;
         tail.rotated = true;
