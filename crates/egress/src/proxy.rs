@@ -377,6 +377,49 @@ impl Proxy {
         Err(last)
     }
 
+    /// Decide on `host:port` and connect to the address decided on. The event to complete
+    /// (its host and address filled in), or the refusal to answer, already emitted.
+    async fn open_upstream(
+        &self,
+        id: u64,
+        protocol: Protocol,
+        host: &str,
+        port: u16,
+    ) -> Result<(Target, TcpStream, Event), Response<Body>> {
+        let mut event = Event {
+            connection: id,
+            protocol,
+            host: host.to_ascii_lowercase(),
+            port,
+            addr: None,
+            outcome: Outcome::Allowed,
+            bytes_up: 0,
+            bytes_down: 0,
+        };
+        let target = match self.decide(host, port).await {
+            Ok(t) => t,
+            Err(r) => {
+                let resp = refuse(StatusCode::FORBIDDEN, &r.to_string());
+                event.outcome = Outcome::Refused(r);
+                self.emit(event);
+                return Err(resp);
+            }
+        };
+        event.host = target.host.clone();
+        match self.connect(&target).await {
+            Ok((upstream, addr)) => {
+                event.addr = Some(addr);
+                Ok((target, upstream, event))
+            }
+            Err(e) => {
+                let resp = refuse(StatusCode::BAD_GATEWAY, &format!("cannot reach upstream: {e}"));
+                event.outcome = Outcome::Failed(e);
+                self.emit(event);
+                Err(resp)
+            }
+        }
+    }
+
     async fn handle(self: Arc<Self>, id: u64, req: Request<Incoming>) -> Response<Body> {
         if req.method() == Method::CONNECT {
             return self.handle_connect(id, req).await;
@@ -392,41 +435,12 @@ impl Proxy {
         let Some(port) = authority.port_u16() else {
             return refuse(StatusCode::BAD_REQUEST, "CONNECT needs host:port");
         };
-        let mut event = Event {
-            connection: id,
-            protocol: Protocol::Connect,
-            host: host.to_ascii_lowercase(),
-            port,
-            addr: None,
-            outcome: Outcome::Allowed,
-            bytes_up: 0,
-            bytes_down: 0,
-        };
-        let target = match self.decide(&host, port).await {
-            Ok(t) => t,
-            Err(r) => {
-                let resp = refuse(StatusCode::FORBIDDEN, &r.to_string());
-                event.outcome = Outcome::Refused(r);
-                self.emit(event);
-                return resp;
-            }
-        };
-        event.host = target.host.clone();
         // Connect before answering 200: the client must never see success for an upstream
         // that does not exist. Nothing is sent upstream until the ClientHello is checked.
-        let (upstream, addr) = match self.connect(&target).await {
-            Ok(c) => c,
-            Err(e) => {
-                let resp = refuse(
-                    StatusCode::BAD_GATEWAY,
-                    &format!("cannot reach upstream: {e}"),
-                );
-                event.outcome = Outcome::Failed(e);
-                self.emit(event);
-                return resp;
-            }
+        let (target, upstream, mut event) = match self.open_upstream(id, Protocol::Connect, &host, port).await {
+            Ok(o) => o,
+            Err(resp) => return resp,
         };
-        event.addr = Some(addr);
         let this = self.clone();
         tokio::spawn(async move {
             let client = match hyper::upgrade::on(req).await {
@@ -536,39 +550,10 @@ impl Proxy {
         }
         let host = authority.host().to_string();
         let port = authority.port_u16().unwrap_or(80);
-        let mut event = Event {
-            connection: id,
-            protocol: Protocol::Http,
-            host: host.to_ascii_lowercase(),
-            port,
-            addr: None,
-            outcome: Outcome::Allowed,
-            bytes_up: 0,
-            bytes_down: 0,
+        let (_, upstream, mut event) = match self.open_upstream(id, Protocol::Http, &host, port).await {
+            Ok(o) => o,
+            Err(resp) => return resp,
         };
-        let target = match self.decide(&host, port).await {
-            Ok(t) => t,
-            Err(r) => {
-                let resp = refuse(StatusCode::FORBIDDEN, &r.to_string());
-                event.outcome = Outcome::Refused(r);
-                self.emit(event);
-                return resp;
-            }
-        };
-        event.host = target.host.clone();
-        let (upstream, addr) = match self.connect(&target).await {
-            Ok(c) => c,
-            Err(e) => {
-                let resp = refuse(
-                    StatusCode::BAD_GATEWAY,
-                    &format!("cannot reach upstream: {e}"),
-                );
-                event.outcome = Outcome::Failed(e);
-                self.emit(event);
-                return resp;
-            }
-        };
-        event.addr = Some(addr);
         let counters = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
         let upstream = Counted {
             inner: upstream,
