@@ -958,6 +958,7 @@ both_users!(
     pinfold_config_write,
     pinfold_config_new_default_preset,
     placeholders_outlive_a_concurrent_run,
+    audit_ledger_out_of_reach,
     shell_rc_files_default_preset,
     deny_path_created_after_start,
     deny_glob_write,
@@ -1199,6 +1200,44 @@ fn placeholders_outlive_a_concurrent_run(u: User) {
     a.assert_refused(&b, &changes(&a));
     let left: Vec<&str> = names.iter().copied().filter(|n| a.proj.join(n).symlink_metadata().is_ok()).collect();
     assert!(left.is_empty(), "{}: placeholders left behind: {left:?}", a.label());
+}
+
+/// The audit ledger and its signing key, kept inside the project (a writable root) on
+/// purpose: the command can neither read them nor change, truncate, delete or move them, and
+/// the chain verifies afterwards (with pinfold's own exec_start and exec_end in it).
+fn audit_ledger_out_of_reach(u: User) {
+    let setup = |fx: &mut Fx| {
+        let state = fx.proj.join("audit");
+        fx.env.insert("PINFOLD_STATE_DIR".into(), Fx::s(&state));
+        let argv = [pinfold_bin(), "audit".into(), "checkpoint".into()];
+        let r = run_cmd(fx.cmd(&argv), argv.join(" "), None, TIMEOUT);
+        assert_eq!(r.code, Some(0), "{}: cannot make a ledger\n{}", fx.label(), r.show());
+    };
+    attack_case(
+        u,
+        "audit_ledger_out_of_reach",
+        &setup,
+        &|fx| {
+            fx.sh_script(
+                "ledger",
+                "t 'read the ledger' 'grep -q hash audit/ledger.jsonl'\n\
+                 t 'read the signing key' 'grep -q . audit/ledger.key'\n\
+                 t 'append to the ledger' 'echo x >> audit/ledger.jsonl'\n\
+                 t 'truncate the ledger' 'true > audit/ledger.jsonl'\n\
+                 t 'delete the checkpoints' 'rm audit/ledger.checkpoints'\n\
+                 t 'move the ledger away' 'mv audit audit.gone'\n",
+            )
+        },
+        &|fx| {
+            let mut v: Vec<String> = exists_change(&fx.proj.join("audit.gone")).into_iter().collect();
+            let argv = [pinfold_bin(), "audit".into(), "verify".into()];
+            let r = run_cmd(fx.cmd(&argv), argv.join(" "), None, TIMEOUT);
+            if r.code != Some(0) {
+                v.push(format!("audit verify: exit {:?}: {}", r.code, r.all().trim()));
+            }
+            v
+        },
+    );
 }
 
 /// ESCAPES 5: shell rc files, under the default preset, in the worst place: HOME is the project
