@@ -517,8 +517,13 @@ fn write_check_agrees_with_the_sandbox() {
         (w.home.join(".bashrc"), false, false),
         (w.root.join("outside/x.txt"), false, false),
         (host_tmp.clone(), false, false),
-        // The one difference, on purpose.
+        // The differences. On purpose: the cache is open to builds, not to the agent's edits.
         (w.home.join(".cargo/registry/src/patched.rs"), false, true),
+        // A known gap of the sandbox (docs/design/threat-model.md): a policy file in a
+        // subdirectory, which would become the policy of calls made from there. The Write
+        // tool is refused by name; a sandboxed command can still create one.
+        (w.proj.join("src/pinfold.toml"), false, true),
+        (w.proj.join("src/pinfold.local.yaml"), false, true),
     ];
     for (path, tool, command) in cases {
         let o = w.hook("Write", json!({"file_path": path, "content": "x"}));

@@ -174,6 +174,11 @@ pub fn write_check(config: &Config, cwd: &Path, path: &str) -> Option<String> {
     if let Some(o) = own.iter().find(|o| both.iter().any(|p| p.starts_with(o))) {
         return Some(format!("`{}` is pinfold's own file ({}); agents may not change it", lex.display(), o.display()));
     }
+    // A policy file anywhere, existing or not: one written in `sub/` would become the policy of
+    // every later call made from there (docs/design/threat-model.md).
+    if both.iter().any(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(is_policy_file_name)) {
+        return Some(format!("`{}` would be a pinfold policy file; agents may not write one", lex.display()));
+    }
     if let Some(d) = preset.write_deny.iter().find(|d| both.iter().any(|p| in_or_under(p, d))) {
         return Some(format!("`{}` is write-protected in the `{}` sandbox (`{d}`)", lex.display(), preset.name));
     }
@@ -203,6 +208,12 @@ pub fn write_check(config: &Config, cwd: &Path, path: &str) -> Option<String> {
         ));
     }
     None
+}
+
+/// `pinfold.{toml,yaml,yml,json}` or `pinfold.local.*`: names pinfold reads policy from.
+fn is_policy_file_name(name: &str) -> bool {
+    let stem = name.strip_suffix(".toml").or_else(|| name.strip_suffix(".yaml")).or_else(|| name.strip_suffix(".yml")).or_else(|| name.strip_suffix(".json"));
+    matches!(stem, Some("pinfold" | "pinfold.local"))
 }
 
 /// Why the default sandbox could not read `path`; `None` when it could. `contents_below`:
