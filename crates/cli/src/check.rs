@@ -58,7 +58,7 @@ fn code(a: Action) -> i32 {
 
 /// The `--json` shape, exactly as documented.
 #[derive(Serialize)]
-struct JsonJudgement<'a> {
+pub(crate) struct JsonJudgement<'a> {
     decision: Action,
     reason: &'a str,
     commands: Vec<JsonCommand<'a>>,

@@ -21,7 +21,7 @@
 use pinfold_ledger::{Ledger, Record};
 use pinfold_policy::config::Audit;
 use pinfold_policy::Judgement;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::anyhow_lite::Error;
 
@@ -109,22 +109,11 @@ fn failed(e: pinfold_ledger::Error) -> Error {
         .hint("fix the state directory ($PINFOLD_STATE_DIR, else $XDG_STATE_HOME/pinfold, else ~/.local/state/pinfold; `pinfold audit verify` says what is wrong), or turn recording off with `[audit] enabled = false` in ~/.config/pinfold/config.toml")
 }
 
-/// The verdict on a command as recorded: the decision, the reason, and for each simple
-/// command its text, decision and the rules that matched (pattern and file:line).
+/// The verdict on a command as recorded: exactly what `pinfold check --json` prints (the
+/// decision, the reason, and for each simple command its text, byte range, decision, preset
+/// and the rules that matched, as pattern and file:line).
 pub fn judgement(j: &Judgement) -> Value {
-    let commands: Vec<Value> = j
-        .commands
-        .iter()
-        .map(|c| {
-            let rules: Vec<Value> = c
-                .rules
-                .iter()
-                .map(|r| json!({"action": r.action, "pattern": r.pattern, "source": format!("{}:{}", r.source.file, r.source.line)}))
-                .collect();
-            json!({"text": c.text, "decision": c.decision, "rules": rules})
-        })
-        .collect();
-    json!({"decision": j.decision, "reason": j.reason, "commands": commands})
+    serde_json::to_value(crate::check::JsonJudgement::from(j)).expect("a judgement serialises")
 }
 
 /// `text` with every hook token (`PINFOLD_HOOK_ORIGIN=v1.<expiry>.<64 hex>`) cut to its
