@@ -46,7 +46,7 @@
 //!
 //! let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
 //! let config = Config { allow: vec!["crates.io".parse().unwrap()], ..Config::default() };
-//! let proxy = Proxy::new(config, Arc::new(move |e| { let _ = tx.send(e); }));
+//! let proxy = Proxy::new(config, Arc::new(move |e| { let _ = tx.send(e); })).expect("no endpoints");
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
 //! tokio::spawn(proxy.serve_tcp(listener));
 //! while let Some(event) = rx.recv().await {
@@ -70,6 +70,8 @@ pub mod addr;
 #[cfg(feature = "proxy")]
 mod bridge;
 #[cfg(feature = "proxy")]
+pub mod broker;
+#[cfg(feature = "proxy")]
 mod proxy;
 #[cfg(feature = "proxy")]
 mod socks;
@@ -78,6 +80,10 @@ pub mod tls;
 
 #[cfg(feature = "proxy")]
 pub use bridge::bridge;
+#[cfg(feature = "proxy")]
+pub use broker::{BuildError, Endpoint, SYSTEM_ROOTS, Secret, certs_from_pem, certs_from_pem_file};
 pub use host::{Host, HostPattern, HostPatternError, intersect_lists};
 #[cfg(feature = "proxy")]
 pub use proxy::{Config, Event, EventSink, Limits, Outcome, Protocol, Proxy, Refusal, Resolver};
+#[cfg(feature = "proxy")]
+pub use rustls::pki_types::CertificateDer;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,7 +22,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, UnixListener};
 use tokio::sync::Semaphore;
 
+use rustls::pki_types::CertificateDer;
+
 use crate::addr::{AddrClass, classify};
+use crate::broker::{Broker, BuildError, Endpoint};
 use crate::host::{HostPattern, normalize_name, parse_ip_literal};
 use crate::tls::{Hello, MAX_HELLO, inspect};
 
@@ -83,6 +86,15 @@ pub struct Config {
     pub allow: Vec<HostPattern>,
     pub resolver: Resolver,
     pub limits: Limits,
+    /// Credential endpoints: tunnels to these hosts are terminated and their requests get the
+    /// secret (module docs of [`crate::broker`]). An endpoint never widens the allowlist.
+    pub endpoints: Vec<Endpoint>,
+    /// Extra roots trusted for upstreams of brokered tunnels, besides the system roots
+    /// (`network.upstream_ca`; see [`crate::certs_from_pem_file`]).
+    pub upstream_ca: Vec<CertificateDer<'static>>,
+    /// The system roots file, PEM; `None` is [`crate::SYSTEM_ROOTS`]. Read only when there are
+    /// endpoints.
+    pub system_roots: Option<PathBuf>,
 }
 
 /// The protocol a client used.
@@ -113,6 +125,9 @@ pub enum Refusal {
     NotTls(String),
     /// The request is not a proxy request pinfold handles.
     BadRequest(String),
+    /// The host is a credential endpoint and the request cannot carry the credential safely
+    /// (plain HTTP, an `Upgrade`, HTTP/2, a `Host` naming another host).
+    CredentialUnsafe(String),
 }
 
 impl std::fmt::Display for Refusal {
@@ -135,6 +150,7 @@ impl std::fmt::Display for Refusal {
             }
             Refusal::NotTls(why) => write!(f, "tunnel is not TLS: {why}"),
             Refusal::BadRequest(why) => f.write_str(why),
+            Refusal::CredentialUnsafe(why) => write!(f, "credential endpoint: {why}"),
         }
     }
 }
@@ -165,6 +181,9 @@ pub struct Event {
     /// connection, request and response heads included).
     pub bytes_up: u64,
     pub bytes_down: u64,
+    /// The name of the credential added to this request (brokered endpoints only). Never the
+    /// value.
+    pub credential: Option<String>,
 }
 
 /// Where events go. Called from the proxy's tasks; it must not block.
@@ -172,10 +191,11 @@ pub type EventSink = Arc<dyn Fn(Event) + Send + Sync>;
 
 /// The proxy. Cheap to share: serve several listeners from one `Arc<Proxy>`.
 pub struct Proxy {
-    config: Config,
-    sink: EventSink,
+    pub(crate) config: Config,
+    pub(crate) sink: EventSink,
     next_id: AtomicU64,
     slots: Arc<Semaphore>,
+    pub(crate) broker: Broker,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -189,21 +209,80 @@ impl std::fmt::Debug for Proxy {
 /// A decision before connecting: where to go, or why not.
 pub(crate) struct Target {
     pub(crate) host: String,
-    port: u16,
+    pub(crate) port: u16,
     addrs: Vec<IpAddr>,
     /// Set for an IP literal: the TLS server name must then be absent.
     pub(crate) ip_literal: bool,
 }
 
+impl Target {
+    /// The host as an address, when it is an IP literal.
+    pub(crate) fn addr_literal(&self) -> Option<IpAddr> {
+        if self.ip_literal {
+            parse_ip_literal(&self.host)
+        } else {
+            None
+        }
+    }
+
+    /// `host[:port]` as a `Host` header names it (the port left out when it is the default).
+    pub(crate) fn authority(&self, default_port: u16) -> String {
+        let host = match self.addr_literal() {
+            Some(IpAddr::V6(ip)) => format!("[{ip}]"),
+            _ => self.host.clone(),
+        };
+        if self.port == default_port {
+            host
+        } else {
+            format!("{host}:{}", self.port)
+        }
+    }
+
+    /// Whether `text` (a `Host` header or a URL's authority) names this host and port.
+    pub(crate) fn is_authority(&self, text: &str, default_port: u16) -> bool {
+        let Ok(a) = text.parse::<hyper::http::uri::Authority>() else {
+            return false;
+        };
+        if a.as_str().contains('@') || a.port_u16().unwrap_or(default_port) != self.port {
+            return false;
+        }
+        match (self.addr_literal(), parse_ip_literal(a.host())) {
+            (Some(mine), Some(theirs)) => mine == theirs,
+            (None, None) => normalize_name(a.host()).is_some_and(|n| n == self.host),
+            _ => false,
+        }
+    }
+}
+
 impl Proxy {
-    pub fn new(config: Config, sink: EventSink) -> Arc<Proxy> {
+    /// Build the proxy: check the endpoints, generate the per-run CA (key in memory only)
+    /// and, when there are endpoints, load the roots trusted for their upstreams.
+    pub fn new(config: Config, sink: EventSink) -> Result<Arc<Proxy>, BuildError> {
+        let broker = Broker::new(
+            &config.endpoints,
+            &config.upstream_ca,
+            config.system_roots.as_deref(),
+        )?;
         let slots = Arc::new(Semaphore::new(config.limits.max_connections));
-        Arc::new(Proxy {
+        Ok(Arc::new(Proxy {
             config,
             sink,
             next_id: AtomicU64::new(1),
             slots,
-        })
+            broker,
+        }))
+    }
+
+    /// The per-run CA certificate, PEM. Clients of brokered endpoints must trust it.
+    pub fn ca_pem(&self) -> &str {
+        self.broker.ca_pem()
+    }
+
+    /// A CA bundle for the sandbox: the system roots file (`system_roots`, default
+    /// [`crate::SYSTEM_ROOTS`]) followed by [`Proxy::ca_pem`]. The caller writes it where the
+    /// sandbox's tools look (`SSL_CERT_FILE` and friends).
+    pub fn ca_bundle(&self, system_roots: Option<&Path>) -> io::Result<String> {
+        crate::broker::ca_bundle(self.broker.ca_pem(), system_roots)
     }
 
     /// Accept connections on a TCP listener until the task is dropped or accepting fails.
@@ -395,6 +474,7 @@ impl Proxy {
             outcome: Outcome::Allowed,
             bytes_up: 0,
             bytes_down: 0,
+            credential: None,
         };
         let target = match self.decide(host, port).await {
             Ok(t) => t,
@@ -412,7 +492,10 @@ impl Proxy {
                 Ok((target, upstream, event))
             }
             Err(e) => {
-                let resp = refuse(StatusCode::BAD_GATEWAY, &format!("cannot reach upstream: {e}"));
+                let resp = refuse(
+                    StatusCode::BAD_GATEWAY,
+                    &format!("cannot reach upstream: {e}"),
+                );
                 event.outcome = Outcome::Failed(e);
                 self.emit(event);
                 Err(resp)
@@ -437,10 +520,40 @@ impl Proxy {
         };
         // Connect before answering 200: the client must never see success for an upstream
         // that does not exist. Nothing is sent upstream until the ClientHello is checked.
-        let (target, upstream, mut event) = match self.open_upstream(id, Protocol::Connect, &host, port).await {
-            Ok(o) => o,
-            Err(resp) => return resp,
-        };
+        let (target, upstream, mut event) =
+            match self.open_upstream(id, Protocol::Connect, &host, port).await {
+                Ok(o) => o,
+                Err(resp) => return resp,
+            };
+        if let Some(ep) = self.endpoint_for(&target) {
+            // A credential endpoint: verified TLS to the upstream first, so an untrusted
+            // upstream is refused with its reason before the client is told anything else.
+            let upstream = match self.upstream_tls(&target, upstream).await {
+                Ok(u) => u,
+                Err(why) => {
+                    event.outcome = Outcome::Failed(why.clone());
+                    self.emit(event);
+                    return refuse(StatusCode::BAD_GATEWAY, &why);
+                }
+            };
+            let this = self.clone();
+            tokio::spawn(async move {
+                match hyper::upgrade::on(req).await {
+                    Ok(u) => {
+                        this.serve_brokered(TokioIo::new(u), ep, target, upstream, event)
+                            .await
+                    }
+                    Err(e) => {
+                        event.outcome = Outcome::Failed(format!("upgrade failed: {e}"));
+                        this.emit(event);
+                    }
+                }
+            });
+            return Response::builder()
+                .status(StatusCode::OK)
+                .body(empty())
+                .unwrap_or_else(|_| Response::new(empty()));
+        }
         let this = self.clone();
         tokio::spawn(async move {
             let client = match hyper::upgrade::on(req).await {
@@ -550,10 +663,31 @@ impl Proxy {
         }
         let host = authority.host().to_string();
         let port = authority.port_u16().unwrap_or(80);
-        let (_, upstream, mut event) = match self.open_upstream(id, Protocol::Http, &host, port).await {
-            Ok(o) => o,
-            Err(resp) => return resp,
-        };
+        if self.broker.is_endpoint_host(&host) {
+            // Never a secret in clear text, and never a request the agent expects to be
+            // authenticated going out without it.
+            let r = Refusal::CredentialUnsafe(
+                "plain http:// is never brokered (the credential is not sent in clear text); use https://".into(),
+            );
+            let resp = refuse(StatusCode::FORBIDDEN, &format!("{host}: {r}"));
+            self.emit(Event {
+                connection: id,
+                protocol: Protocol::Http,
+                host: host.to_ascii_lowercase(),
+                port,
+                addr: None,
+                outcome: Outcome::Refused(r),
+                bytes_up: 0,
+                bytes_down: 0,
+                credential: None,
+            });
+            return resp;
+        }
+        let (_, upstream, mut event) =
+            match self.open_upstream(id, Protocol::Http, &host, port).await {
+                Ok(o) => o,
+                Err(resp) => return resp,
+            };
         let counters = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
         let upstream = Counted {
             inner: upstream,
@@ -633,7 +767,7 @@ pub(crate) enum Expect {
 }
 
 impl Expect {
-    fn check(&self, hello: &Hello) -> Option<Refusal> {
+    pub(crate) fn check(&self, hello: &Hello) -> Option<Refusal> {
         let (host, ip_literal, required) = match self {
             Expect::Tls { host, ip_literal } => (host, *ip_literal, true),
             Expect::TlsIfAny { host, ip_literal } => (host, *ip_literal, false),
@@ -677,7 +811,7 @@ async fn read_hello<R: AsyncRead + Unpin>(r: &mut R, buf: &mut Vec<u8>) -> io::R
     }
 }
 
-type Body = BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+pub(crate) type Body = BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
 
 fn empty() -> Body {
     Full::new(Bytes::new())
@@ -686,7 +820,7 @@ fn empty() -> Body {
 }
 
 /// A refusal: the status and a one-line reason body.
-fn refuse(status: StatusCode, reason: &str) -> Response<Body> {
+pub(crate) fn refuse(status: StatusCode, reason: &str) -> Response<Body> {
     let body = format!("pinfold egress: {reason}\n");
     let mut resp = Response::new(
         Full::new(Bytes::from(body))
@@ -705,7 +839,7 @@ fn refuse(status: StatusCode, reason: &str) -> Response<Body> {
 
 /// Headers that describe one hop, not the message (RFC 9110 section 7.6.1), and the
 /// proxy's own credentials.
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -732,14 +866,14 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 }
 
 /// A stream that first yields bytes already read from it.
-struct Rewind<S> {
+pub(crate) struct Rewind<S> {
     prefix: Vec<u8>,
     pos: usize,
     inner: S,
 }
 
 impl<S> Rewind<S> {
-    fn new(prefix: Vec<u8>, inner: S) -> Self {
+    pub(crate) fn new(prefix: Vec<u8>, inner: S) -> Self {
         Rewind {
             prefix,
             pos: 0,
@@ -782,9 +916,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
 }
 
 /// An upstream stream that counts bytes written (up) and read (down).
-struct Counted<S> {
-    inner: S,
-    counters: Arc<(AtomicU64, AtomicU64)>,
+pub(crate) struct Counted<S> {
+    pub(crate) inner: S,
+    pub(crate) counters: Arc<(AtomicU64, AtomicU64)>,
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {

@@ -57,6 +57,7 @@ where
         outcome: Outcome::Allowed,
         bytes_up: 0,
         bytes_down: 0,
+        credential: None,
     };
     let target = match proxy.decide(&host, port).await {
         Ok(t) => t,
@@ -78,6 +79,25 @@ where
         }
     };
     event.addr = Some(addr);
+    if let Some(ep) = proxy.endpoint_for(&target) {
+        // A credential endpoint: the same terminating path as CONNECT (verified upstream TLS
+        // before success; then the ClientHello, the per-run CA, request checks).
+        let upstream = match proxy.upstream_tls(&target, upstream).await {
+            Ok(u) => u,
+            Err(why) => {
+                let _ = reply(&mut stream, GENERAL_FAILURE).await;
+                event.outcome = Outcome::Failed(why);
+                proxy.emit(event);
+                return;
+            }
+        };
+        if reply(&mut stream, SUCCEEDED).await.is_err() {
+            return;
+        }
+        return proxy
+            .serve_brokered(stream, ep, target, upstream, event)
+            .await;
+    }
     if reply(&mut stream, SUCCEEDED).await.is_err() {
         return;
     }

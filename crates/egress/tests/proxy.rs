@@ -185,13 +185,15 @@ async fn proxy_with(allow: &[String], resolver: Resolver, limits: Limits) -> Run
         allow: allow.iter().map(|h| h.parse().unwrap()).collect(),
         resolver,
         limits,
+        ..Config::default()
     };
     let proxy = Proxy::new(
         config,
         Arc::new(move |e| {
             let _ = tx.send(e);
         }),
-    );
+    )
+    .unwrap();
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
     tokio::spawn(proxy.serve_tcp(l));
@@ -626,7 +628,7 @@ async fn connect_tunnels_must_carry_tls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_concurrent_tunnels() {
-    const N: usize = 250;
+    const N: usize = 500;
     let tls = tls_upstream().await;
     let port = tls.addr.port();
     let mut p = proxy(&[format!("tls.test:{port}")]).await;
@@ -922,13 +924,15 @@ async fn serves_a_unix_socket() {
         allow: vec![format!("plain.test:{}", up.port()).parse().unwrap()],
         resolver: Resolver::Fixed(names()),
         limits: Limits::default(),
+        ..Config::default()
     };
     let proxy = Proxy::new(
         config,
         Arc::new(move |e| {
             let _ = tx.send(e);
         }),
-    );
+    )
+    .unwrap();
     let listener = tokio::net::UnixListener::bind(&path).unwrap();
     tokio::spawn(proxy.serve_unix(listener));
     let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
@@ -1004,13 +1008,15 @@ async fn curl_through_the_bridge_and_the_unix_socket() {
         allow: vec![format!("plain.test:{}", up.port()).parse().unwrap()],
         resolver: Resolver::Fixed(names()),
         limits: Limits::default(),
+        ..Config::default()
     };
     let proxy = Proxy::new(
         config,
         Arc::new(move |e| {
             let _ = tx.send(e);
         }),
-    );
+    )
+    .unwrap();
     tokio::spawn(proxy.serve_unix(tokio::net::UnixListener::bind(&path).unwrap()));
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
