@@ -330,6 +330,28 @@ impl Broker {
         if let Some(c) = leaves.get(&ep.host) {
             return Ok(c.clone());
         }
+        let (cert, key) = self.mint(ep)?;
+        let mut config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_no_client_auth()
+            .with_single_cert(vec![cert], key)
+            .map_err(|e| e.to_string())?;
+        // Only HTTP/1.1: a client offering only h2 fails the handshake rather than getting a
+        // protocol whose requests the broker does not inspect.
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let config = Arc::new(config);
+        leaves.insert(ep.host.clone(), config.clone());
+        Ok(config)
+    }
+}
+
+impl Broker {
+    /// A leaf certificate for the endpoint's host, signed by the per-run CA, and its key.
+    fn mint(
+        &self,
+        ep: &Brokered,
+    ) -> Result<(CertificateDer<'static>, PrivateKeyDer<'static>), String> {
         let mut params = CertificateParams::new(Vec::<String>::new()).map_err(|e| e.to_string())?;
         params.subject_alt_names = vec![match ep.ip {
             Some(ip) => SanType::IpAddress(ip),
@@ -345,21 +367,10 @@ impl Broker {
         let cert = params
             .signed_by(&key, &self.ca)
             .map_err(|e| e.to_string())?;
-        let mut config = rustls::ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![cert.der().clone()],
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-            )
-            .map_err(|e| e.to_string())?;
-        // Only HTTP/1.1: a client offering only h2 fails the handshake rather than getting a
-        // protocol whose requests the broker does not inspect.
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let config = Arc::new(config);
-        leaves.insert(ep.host.clone(), config.clone());
-        Ok(config)
+        Ok((
+            cert.der().clone(),
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        ))
     }
 }
 
@@ -766,4 +777,69 @@ fn check_request(req: &Request<Incoming>, target: &Target) -> Result<(), String>
         (None, _) => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::client::danger::ServerCertVerifier;
+    use rustls::pki_types::UnixTime;
+
+    fn ep(host: &str) -> Endpoint {
+        Endpoint {
+            host: host.parse().unwrap(),
+            credential: "c".into(),
+            header: "Authorization".into(),
+            format: "Bearer {}".into(),
+            secret: Secret::new("v"),
+        }
+    }
+
+    /// A leaf for `host` signed by the broker's CA (whether or not it is an endpoint).
+    fn leaf(broker: &Broker, host: &str) -> CertificateDer<'static> {
+        broker.mint(&Brokered::new(&ep(host)).unwrap()).unwrap().0
+    }
+
+    #[test]
+    fn the_per_run_ca_vouches_only_for_endpoint_hosts() {
+        let roots =
+            std::env::temp_dir().join(format!("pinfold-empty-roots-{}", std::process::id()));
+        std::fs::write(&roots, "").unwrap();
+        let broker = Broker::new(&[ep("api.test"), ep("127.0.0.9")], &[], Some(&roots)).unwrap();
+        let _ = std::fs::remove_file(&roots);
+        let mut store = rustls::RootCertStore::empty();
+        store
+            .add(
+                certs_from_pem(broker.ca_pem().as_bytes())
+                    .unwrap()
+                    .remove(0),
+            )
+            .unwrap();
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(store),
+            provider(),
+        )
+        .build()
+        .unwrap();
+        let verify = |cert: &CertificateDer<'static>, name: &str| {
+            verifier.verify_server_cert(
+                cert,
+                &[],
+                &ServerName::try_from(name.to_string()).unwrap(),
+                &[],
+                UnixTime::now(),
+            )
+        };
+        assert!(verify(&leaf(&broker, "api.test"), "api.test").is_ok());
+        assert!(verify(&leaf(&broker, "127.0.0.9"), "127.0.0.9").is_ok());
+        // A leaf for any other name or address, signed by the same CA key, is rejected by a
+        // client that trusts the CA: the name constraints hold even if the key leaked.
+        let e = verify(&leaf(&broker, "evil.test"), "evil.test").unwrap_err();
+        assert!(format!("{e:?}").contains("NameConstraintViolation"), "{e:?}");
+        assert!(verify(&leaf(&broker, "127.0.0.1"), "127.0.0.1").is_err());
+        // Server configurations (and so leaves) are minted once per host.
+        let api = Brokered::new(&ep("api.test")).unwrap();
+        let a = broker.server_config(&api).unwrap();
+        assert!(Arc::ptr_eq(&a, &broker.server_config(&api).unwrap()));
+    }
 }
