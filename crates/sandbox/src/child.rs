@@ -44,6 +44,9 @@ use crate::{seccomp, sys};
 pub(crate) enum Event {
     /// Namespaces and mounts are in place.
     Mounted,
+    /// The proxy listener, listening at 127.0.0.1:`port` in the sandbox's network namespace,
+    /// is attached to this line (`SCM_RIGHTS`).
+    Listening { port: u16 },
     /// The command's own layers, just before exec.
     Confined { landlock: Option<LandlockReport>, seccomp: Vec<String>, degraded: Vec<String> },
     /// Setup failed; nothing of the command ran.
@@ -72,6 +75,14 @@ impl Reporter {
                 let _ = f.write_all(line.as_bytes());
             }
         }
+    }
+
+    /// Send `e` with `fd` attached.
+    fn send_with_fd(&mut self, e: &Event, fd: &impl AsRawFd) -> std::io::Result<()> {
+        let f = self.0.as_ref().ok_or_else(|| std::io::Error::other("no report channel"))?;
+        let mut line = serde_json::to_string(e).map_err(std::io::Error::other)?;
+        line.push('\n');
+        sys::send_with_fd(f, line.as_bytes(), fd)
     }
 
     fn fail(&mut self, step: String) -> ! {
@@ -302,6 +313,11 @@ fn init(base: Base, late: Late, net: Option<NetOffer>, mut rep: Reporter) -> ! {
             rep.fail(format!("create a network namespace: {e}"));
         }
     }
+    if let Some(port) = spec.proxy_port {
+        if let Err(e) = proxy_listener(port, &mut rep) {
+            rep.fail(format!("make the proxy listener at 127.0.0.1:{port} in the sandbox: {e}"));
+        }
+    }
     rep.send(&Event::Mounted);
     // Signals sent to a pid namespace's init are dropped unless it has a handler: install a
     // no-op one, then take them from a signalfd.
@@ -329,6 +345,15 @@ fn init(base: Base, late: Late, net: Option<NetOffer>, mut rep: Reporter) -> ! {
     while let Ok(Some(_)) = sys::waitpid(-1, 0) {}
     rep.send(&Event::Exited { code });
     sys::exit_now(code)
+}
+
+/// Bring loopback up in the sandbox's own network namespace, listen at 127.0.0.1:`port` and
+/// hand the listener to the parent, keeping no copy: the command can connect to it, and only
+/// the parent accepts.
+fn proxy_listener(port: u16, rep: &mut Reporter) -> std::io::Result<()> {
+    sys::loopback_up()?;
+    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port))?;
+    rep.send_with_fd(&Event::Listening { port }, &listener)
 }
 
 /// Forward signals to the command and reap everything until the command exits.
@@ -375,7 +400,12 @@ fn command(spec: &Spec, mut rep: Reporter) -> ! {
     if spec.private_tmp {
         writable.push(spec.run_dir.join("tmp"));
     }
-    let landlock = match landlock_layer::apply(spec.landlock_abi, &writable, spec.network_off) {
+    let tcp = match (spec.network_off, spec.proxy_port) {
+        (false, _) => landlock_layer::Tcp::Open,
+        (true, None) => landlock_layer::Tcp::Closed,
+        (true, Some(port)) => landlock_layer::Tcp::ConnectOnly(port),
+    };
+    let landlock = match landlock_layer::apply(spec.landlock_abi, &writable, tcp) {
         Ok(r) => Some(r),
         Err(e) if spec.allow_degraded => {
             degraded.push(format!("Landlock: {e}"));
@@ -387,11 +417,14 @@ fn command(spec: &Spec, mut rep: Reporter) -> ! {
         rep.fail(format!("drop capabilities: {e}"));
     }
     // seccomp last: it forbids nothing the steps above need, but it is the final word.
-    let prog = seccomp::compile(spec.network_off);
+    // Through the proxy the command needs inet sockets to reach it; its network namespace
+    // has nothing but loopback, and Landlock allows one port there.
+    let sockets_off = spec.network_off && spec.proxy_port.is_none();
+    let prog = seccomp::compile(sockets_off);
     if let Err(e) = sys::seccomp_install(&prog) {
         rep.fail(format!("install the seccomp filter: {e}"));
     }
-    rep.send(&Event::Confined { landlock, seccomp: seccomp::rule_names(spec.network_off).into_iter().map(String::from).collect(), degraded });
+    rep.send(&Event::Confined { landlock, seccomp: seccomp::rule_names(sockets_off).into_iter().map(String::from).collect(), degraded });
     if let Err(e) = sys::unblock_all_signals() {
         rep.fail(format!("unblock signals: {e}"));
     }

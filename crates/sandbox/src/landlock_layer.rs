@@ -15,7 +15,7 @@
 use std::path::PathBuf;
 
 use landlock::{
-    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 use serde::{Deserialize, Serialize};
@@ -29,8 +29,11 @@ pub struct LandlockReport {
     pub status: String,
     /// File-system writes limited to the writable roots.
     pub fs: bool,
-    /// TCP bind/connect denied (network off, ABI ≥ 4).
+    /// TCP bind/connect denied (network off or through the proxy, ABI ≥ 4).
     pub tcp: bool,
+    /// The one port TCP may connect to (the proxy's), when `tcp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_connect_port: Option<u16>,
     /// Abstract unix sockets and signals scoped to the sandbox (ABI ≥ 6).
     pub scoped: bool,
     /// Paths that got write access.
@@ -57,15 +60,27 @@ fn abi_from(v: i64) -> ABI {
 /// Devices any command may write (and, for ttys, use ioctls on).
 const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts", "/dev/shm", "/dev/ptmx"];
 
+/// What TCP the command may do, where the kernel has Landlock network rules (ABI 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tcp {
+    /// Not restricted by Landlock (the network is on).
+    Open,
+    /// No bind, no connect.
+    Closed,
+    /// Connect to this port only (the proxy's, in a namespace with nothing but loopback); no
+    /// bind.
+    ConnectOnly(u16),
+}
+
 /// Restrict the calling thread. `abi` is the kernel's, from [`crate::sys::landlock_abi`].
-pub fn apply(abi_version: i64, writable: &[PathBuf], network_off: bool) -> Result<LandlockReport, String> {
+pub fn apply(abi_version: i64, writable: &[PathBuf], tcp_rule: Tcp) -> Result<LandlockReport, String> {
     let abi = abi_from(abi_version);
     if abi == ABI::Unsupported {
         return Err("Landlock is not available in this kernel".into());
     }
     let all = AccessFs::from_all(abi);
     let read = AccessFs::from_read(abi);
-    let tcp = network_off && abi_version >= 4;
+    let tcp = tcp_rule != Tcp::Open && abi_version >= 4;
     let scoped = abi_version >= 6;
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
@@ -85,6 +100,11 @@ pub fn apply(abi_version: i64, writable: &[PathBuf], network_off: bool) -> Resul
     created = created
         .add_rule(PathBeneath::new(PathFd::new("/").map_err(|e| format!("open /: {e}"))?, read))
         .map_err(|e| format!("Landlock rule for /: {e}"))?;
+    if let (true, Tcp::ConnectOnly(port)) = (tcp, tcp_rule) {
+        created = created
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(|e| format!("Landlock rule for TCP port {port}: {e}"))?;
+    }
     let mut granted = Vec::new();
     let dev_rights: BitFlags<AccessFs> = all & !(AccessFs::MakeChar | AccessFs::MakeBlock);
     // Rights on a file are the file rights only; directories get them all.
@@ -116,5 +136,9 @@ pub fn apply(abi_version: i64, writable: &[PathBuf], network_off: bool) -> Resul
     if status.ruleset != RulesetStatus::FullyEnforced {
         return Err(format!("the kernel enforced the Landlock ruleset {status_name}, not fully"));
     }
-    Ok(LandlockReport { abi: abi_version, status: status_name.into(), fs: true, tcp, scoped, writable: granted })
+    let tcp_connect_port = match tcp_rule {
+        Tcp::ConnectOnly(port) if tcp => Some(port),
+        _ => None,
+    };
+    Ok(LandlockReport { abi: abi_version, status: status_name.into(), fs: true, tcp, tcp_connect_port, scoped, writable: granted })
 }

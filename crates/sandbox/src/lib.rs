@@ -37,8 +37,8 @@
 //! Reads are open by default (builds need them): only the paths in [`Policy::read_deny`] are
 //! hidden, and a glob there is expanded once, at start — a matching file created later is not
 //! hidden. Paths are protected by mounts of what existed at start; a path that did not exist
-//! gets an empty placeholder for the run. The network is all or nothing here; host allowlists
-//! come from the egress proxy. See `docs/design/threat-model.md`.
+//! gets an empty placeholder for the run. The network is off, on, or only through a proxy the
+//! caller runs ([`Network::Proxy`]); host allowlists are the proxy's business. See `docs/design/threat-model.md`.
 
 mod child;
 mod env;
@@ -76,6 +76,18 @@ pub enum Network {
     Off,
     /// The host's network.
     On,
+    /// Only through a proxy the caller runs outside: a new network namespace with nothing but
+    /// loopback, in which a TCP listener at `127.0.0.1:`[`Policy::proxy_port`] is made before
+    /// the command starts and handed to the caller (see [`Policy::run_proxied`]); Landlock (ABI
+    /// 4 and later) lets the command connect to that port only, and bind none.
+    Proxy,
+}
+
+/// The port of the proxy listener inside the sandbox when [`Policy::proxy_port`] is not set.
+pub const DEFAULT_PROXY_PORT: u16 = 3128;
+
+fn default_proxy_port() -> u16 {
+    DEFAULT_PROXY_PORT
 }
 
 /// What the confined command may do.
@@ -100,6 +112,9 @@ pub struct Policy {
     pub allow_degraded: bool,
     /// Give the command a private, writable temp dir (TMPDIR), removed afterwards.
     pub private_tmp: bool,
+    /// With [`Network::Proxy`], the loopback port the proxy listener has inside.
+    #[serde(default = "default_proxy_port")]
+    pub proxy_port: u16,
 }
 
 impl Policy {
@@ -115,19 +130,20 @@ impl Policy {
             cwd,
             allow_degraded: false,
             private_tmp: true,
+            proxy_port: DEFAULT_PROXY_PORT,
         }
     }
 
     /// Run `argv` confined and wait for it. `Err` means the sandbox could not be set up as
     /// asked (nothing ran, or the command was stopped before exec).
     pub fn run(&self, argv: &[String]) -> Result<Outcome, SandboxError> {
-        parent::run(self, argv, None, &mut || Ok(()))
+        parent::run(self, argv, None, &mut || Ok(()), &mut |_| {})
     }
 
     /// [`Policy::run`] in a sandbox started ahead with [`Prestart::begin`] (or, given `None`
     /// or a prestart that does not fit, one started now).
     pub fn run_prestarted(&self, argv: &[String], pre: Option<Prestart>) -> Result<Outcome, SandboxError> {
-        parent::run(self, argv, pre, &mut || Ok(()))
+        parent::run(self, argv, pre, &mut || Ok(()), &mut |_| {})
     }
 
     /// [`Policy::run_prestarted`], with `release` called once the sandbox is resolved and
@@ -141,7 +157,22 @@ impl Policy {
         pre: Option<Prestart>,
         release: &mut dyn FnMut() -> Result<(), String>,
     ) -> Result<Outcome, SandboxError> {
-        parent::run(self, argv, pre, release)
+        parent::run(self, argv, pre, release, &mut |_| {})
+    }
+
+    /// [`Policy::run_released`] for [`Network::Proxy`]: `listener` is called once, before the
+    /// command starts, with the listening socket made inside the sandbox's network namespace
+    /// (`127.0.0.1:`[`Policy::proxy_port`] there). Connections the command makes to it queue
+    /// until the caller accepts them — from outside, serving them as it likes. If the
+    /// listener cannot be made, nothing runs.
+    pub fn run_proxied(
+        &self,
+        argv: &[String],
+        pre: Option<Prestart>,
+        release: &mut dyn FnMut() -> Result<(), String>,
+        listener: &mut dyn FnMut(std::net::TcpListener),
+    ) -> Result<Outcome, SandboxError> {
+        parent::run(self, argv, pre, release, listener)
     }
 
     /// Resolve what the sandbox would enforce, without running anything: the roots that
@@ -211,8 +242,11 @@ pub struct SandboxReport {
     pub placeholders: Vec<PathBuf>,
     /// Paths hidden.
     pub read_deny: Vec<PathBuf>,
-    /// `off` or `on`.
+    /// `off`, `on` or `proxy`.
     pub network: Option<Network>,
+    /// With the network through a proxy: where the command reaches it (`127.0.0.1:PORT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<String>,
     /// The private temp dir given as TMPDIR.
     pub tmpdir: Option<PathBuf>,
     /// Namespaces and the mount tree.

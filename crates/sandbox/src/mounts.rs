@@ -37,7 +37,11 @@ pub(crate) struct Spec {
     pub write_deny: Vec<PathBuf>,
     /// Paths to hide, with whether each is a directory.
     pub read_deny: Vec<(PathBuf, bool)>,
+    /// A network namespace of its own (network off, or only through the proxy).
     pub network_off: bool,
+    /// Through a proxy: the loopback port of the listener init makes for it.
+    #[serde(default)]
+    pub proxy_port: Option<u16>,
     /// The run base: `root/` (mount point of the new root), `tmp/` (mount point of the
     /// private TMPDIR) and `empty` (an empty file).
     pub run_dir: PathBuf,

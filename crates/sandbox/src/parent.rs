@@ -1,7 +1,7 @@
 //! The unconfined side: resolve the policy against the file system, start the sandbox (init,
 //! or the re-exec helper), pass on signals, collect the report, clean up.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -368,6 +368,7 @@ pub(crate) fn run(
     argv: &[String],
     pre: Option<Prestart>,
     release: &mut dyn FnMut() -> Result<(), String>,
+    listener: &mut dyn FnMut(std::net::TcpListener),
 ) -> Result<Outcome, SandboxError> {
     if argv.is_empty() {
         return Err(SandboxError::Policy("no command to run".into()));
@@ -418,7 +419,8 @@ pub(crate) fn run(
         pins: r.pins.clone(),
         write_deny: r.write_deny.clone(),
         read_deny: r.read_deny.clone(),
-        network_off: policy.network == Network::Off,
+        network_off: policy.network != Network::On,
+        proxy_port: (policy.network == Network::Proxy).then_some(policy.proxy_port),
         run_dir: run_dir.clone(),
         private_tmp: policy.private_tmp,
         cwd,
@@ -436,6 +438,7 @@ pub(crate) fn run(
         placeholders: held.created(),
         read_deny: r.read_deny.iter().map(|(p, _)| p.clone()).collect(),
         network: Some(policy.network),
+        proxy: (policy.network == Network::Proxy).then(|| format!("127.0.0.1:{}", policy.proxy_port)),
         tmpdir: policy.private_tmp.then(|| tmpdir.clone()),
         env_removed,
         ..SandboxReport::default()
@@ -447,7 +450,7 @@ pub(crate) fn run(
         report.writable.push(tmpdir.clone());
     }
     release().map_err(SandboxError::NotReleased)?;
-    let (code, reaper) = spawn_and_wait(&spec, &mut report, pre)?;
+    let (code, reaper) = spawn_and_wait(&spec, &mut report, pre, listener)?;
     drop(held);
     Ok(Outcome { code, report, reaper: std::sync::Arc::new(reaper) })
 }
@@ -522,7 +525,7 @@ impl Prestart {
         let (uid, gid) = sys::ids();
         let run_dir = run_base(uid).ok()?;
         let (spec_r, spec_w) = sys::pipe().ok()?;
-        let (rep_r, rep_w) = sys::pipe().ok()?;
+        let (rep_r, rep_w) = sys::socketpair().ok()?;
         let pid = sys::clone_into_namespaces(INIT_NAMESPACES).ok()?;
         if pid == 0 {
             // Only the parent writes the spec: init must see the pipe end when it is sent.
@@ -560,14 +563,19 @@ impl Drop for Prestart {
 }
 
 /// Start the sandbox (or use the prestarted one), pass on signals, read its report, wait.
-fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport, pre: Option<Prestart>) -> Result<(i32, Reaper), SandboxError> {
+fn spawn_and_wait(
+    spec: &Spec,
+    report: &mut SandboxReport,
+    pre: Option<Prestart>,
+    listener: &mut dyn FnMut(std::net::TcpListener),
+) -> Result<(i32, Reaper), SandboxError> {
     // Take forwarded signals from a signalfd while the command runs (Ctrl-C reaches us, the
     // sandbox and the command alike; the command, in its own session, gets it from us).
     let sigfd = sys::signalfd_for(FORWARDED).map_err(setup_err("signalfd"))?;
     let started = match pre {
         Some(p) => Ok(p.commit(spec)),
-        None => sys::pipe()
-            .map_err(setup_err("create the report pipe"))
+        None => sys::socketpair()
+            .map_err(setup_err("create the report channel"))
             .and_then(|(rep_r, rep_w)| start_sandbox(spec, rep_w).map(|pid| (pid, rep_r))),
     };
     let (pid, rep_r) = match started {
@@ -578,10 +586,12 @@ fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport, pre: Option<Prestart>
         }
     };
     let pidfd = sys::pidfd_open(pid).map_err(setup_err("pidfd_open"))?;
-    let mut rep = std::fs::File::from(rep_r);
+    let rep = rep_r;
     let mut buf: Vec<u8> = Vec::new();
     let mut rep_open = true;
     let mut exited: Option<i32> = None;
+    let mut listener_given = false;
+    let mut pending_fd: Option<std::os::fd::OwnedFd> = None;
     let reaper = Reaper::default();
     let status = loop {
         let mut fds = vec![sigfd.as_raw_fd(), pidfd.as_raw_fd()];
@@ -596,10 +606,22 @@ fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport, pre: Option<Prestart>
         }
         if rep_open && ready.get(2).copied().unwrap_or(false) {
             let mut chunk = [0u8; 8192];
-            match rep.read(&mut chunk) {
-                Ok(0) | Err(_) => rep_open = false,
-                Ok(n) => {
+            match sys::recv_with_fds(&rep, &mut chunk) {
+                Ok((0, _)) | Err(_) => rep_open = false,
+                Ok((n, fds)) => {
                     buf.extend_from_slice(&chunk[..n]);
+                    // The only descriptor init sends: the proxy listener, with its
+                    // `Listening` line; handed on once that line is complete. Any other is
+                    // closed unused.
+                    if pending_fd.is_none() {
+                        pending_fd = fds.into_iter().next();
+                    }
+                    if spec.proxy_port.is_some() && pending_fd.is_some() && listening_event(&buf) {
+                        if let Some(fd) = pending_fd.take().filter(|_| !listener_given) {
+                            listener_given = true;
+                            listener(std::net::TcpListener::from(fd));
+                        }
+                    }
                     exited = exited.or_else(|| exit_event(&buf));
                 }
             }
@@ -619,7 +641,12 @@ fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport, pre: Option<Prestart>
         }
     };
     if exited.is_none() {
-        let _ = rep.read_to_end(&mut buf);
+        let mut chunk = [0u8; 8192];
+        while let Ok((n, _)) = sys::recv_with_fds(&rep, &mut chunk)
+            && n > 0
+        {
+            buf.extend_from_slice(&chunk[..n]);
+        }
     }
     let _ = sys::unblock_signals(FORWARDED);
     drop(sigfd);
@@ -641,7 +668,7 @@ fn spawn_and_wait(spec: &Spec, report: &mut SandboxReport, pre: Option<Prestart>
                 report.hygiene = Some(LayerStatus::Enforced);
             }
             Ok(Event::Failed { step }) => failed = Some(step),
-            Ok(Event::ExecFailed { .. } | Event::Exited { .. }) | Err(_) => {}
+            Ok(Event::ExecFailed { .. } | Event::Exited { .. } | Event::Listening { .. }) | Err(_) => {}
         }
     }
     if let Some(step) = failed {
@@ -678,6 +705,11 @@ fn exit_event(buf: &[u8]) -> Option<i32> {
         Ok(Event::Exited { code }) => Some(code),
         _ => None,
     })
+}
+
+/// Whether the `Listening` line is complete in `buf`.
+fn listening_event(buf: &[u8]) -> bool {
+    buf.split(|b| *b == b'\n').any(|l| matches!(serde_json::from_slice::<Event>(l), Ok(Event::Listening { .. })))
 }
 
 /// Add what to do to the failures people can fix.
