@@ -10,6 +10,9 @@ use pinfold_sandbox::{Network, Policy as SandboxPolicy, SandboxError};
 use crate::anyhow_lite::Error;
 use crate::exit;
 
+#[path = "egress.rs"]
+mod egress;
+
 #[derive(Debug, Args)]
 pub struct ExecArgs {
     /// Use only this policy file (plus what it extends).
@@ -240,24 +243,23 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
     sp.network = match args.net.as_deref() {
         Some("on") => Network::On,
         Some(_) => Network::Off,
-        // A host allowlist needs the egress proxy (docs/egress.md), which exec does not start
-        // yet: the stricter reading, no network, rather than a full network the policy did not
-        // ask for.
-        None if preset.has_allowlist() => {
-            eprintln!(
-                "pinfold: the `{}` preset allows only some hosts (network.hosts); pinfold exec cannot enforce host allowlists yet, so the network is off for this run (--net on gives the full network)",
-                preset.name
-            );
-            Network::Off
-        }
+        // A host allowlist: the network only through the egress proxy (docs/egress.md).
+        None if preset.has_allowlist() => Network::Proxy,
         None if preset.network_allow => Network::On,
         None => Network::Off,
     };
+    if sp.network == Network::Proxy {
+        let java = std::env::var("JAVA_TOOL_OPTIONS").ok();
+        sp.set_env.extend(egress::proxy_env(sp.proxy_port, java.as_deref()));
+    }
     sp.keep_env = preset.env_keep.clone();
     sp.keep_env.extend(args.keep_env.iter().cloned());
     sp.allow_degraded = args.allow_degraded;
 
     record["sandbox"] = serde_json::json!({"preset": preset.name, "network": sp.network, "writable": sp.writable});
+    if sp.network == Network::Proxy {
+        record["sandbox"]["hosts"] = preset.network_hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>().into();
+    }
     if args.dry_run {
         record["dry_run"] = true.into();
         if let Err(e) = recorder.record("check", record) {
@@ -277,6 +279,17 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
         return Ok(exit::OK);
     }
     record["argv"] = serde_json::json!(argv);
+    // The egress proxy, when the network goes through it: started before the run, serving the
+    // listener the sandbox makes inside its namespace as soon as it arrives.
+    let egress = if sp.network == Network::Proxy {
+        let started = crate::record::Recorder::open(&config.audit).and_then(|r| egress::Egress::start(&preset, r));
+        match started {
+            Ok(e) => Some(e),
+            Err(e) => return not_recorded(e),
+        }
+    } else {
+        None
+    };
     // Recorded before anything runs: a run that cannot be recorded does not happen. The
     // append (with its fdatasync) runs on its own thread while the sandbox is resolved, and
     // the sandbox waits for it before it takes the command (`release`).
@@ -288,14 +301,29 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
     type Started = (crate::record::Recorder, Result<Option<u64>, Error>);
     let join = |h: std::thread::JoinHandle<Started>| h.join().expect("the recording thread does not panic");
     let mut start: Option<Started> = None;
-    let result = sp.run_released(&argv, pre, &mut || {
-        let s = start.insert(join(pending.take().expect("released once")));
-        s.1.as_ref().map(drop).map_err(Error::one_line)
-    });
+    let result = sp.run_proxied(
+        &argv,
+        pre,
+        &mut || {
+            let s = start.insert(join(pending.take().expect("released once")));
+            s.1.as_ref().map(drop).map_err(Error::one_line)
+        },
+        &mut |listener| {
+            if let Some(e) = &egress {
+                e.serve(listener);
+            }
+        },
+    );
+    // Every connection ends with the run; each decision is in the ledger before exec_end.
+    let egress_recorded = egress.map(egress::Egress::finish);
     if let Some(h) = pending.take() {
         start = Some(join(h));
     }
     let Some((recorder, start_seq)) = start else { unreachable!("joined in release or above") };
+    let start_seq = match (start_seq, egress_recorded) {
+        (Ok(_), Some(Err(e))) => Err(e),
+        (s, _) => s,
+    };
     let start_seq = match start_seq {
         Ok(s) => s,
         Err(e) => {
