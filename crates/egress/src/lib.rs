@@ -16,8 +16,18 @@
 //!   3. connects to an address it checked (never re-resolving), and only then answers;
 //!   4. for a tunnel, reads the client's TLS ClientHello and refuses a server name (SNI) that
 //!      differs from the host the tunnel was opened for, before any client byte goes upstream;
-//!   5. reports an [`Event`] (host, port, address, outcome, bytes each way) to the sink.
+//!   5. reports an [`Event`] (host, port, address, outcome, bytes each way, and the name of
+//!      the credential added, if any) to the sink.
 //!
+//! * The credential broker (module [`broker`]): for an [`Endpoint`] (an exact host, a header,
+//!   a format such as `Bearer {}`, and a [`Secret`]) a tunnel is not relayed blindly. The proxy
+//!   verifies TLS to the upstream itself (system roots plus [`Config::upstream_ca`]), checks
+//!   the client's server name, terminates the client's TLS with a leaf from a per-run CA
+//!   (generated in [`Proxy::new`], key in memory only, name-constrained to the endpoint
+//!   hosts), and on each HTTP/1.1 request replaces every client value of the header with the
+//!   secret. What cannot carry the secret safely is refused with `403`: `Upgrade`, HTTP/2,
+//!   a `Host` naming another host, plain `http://` to an endpoint host. The sandbox must trust
+//!   [`Proxy::ca_pem`]; [`Proxy::ca_bundle`] gives the system roots plus that CA.
 //! * [`bridge`]: the relay for inside the sandbox, from a loopback TCP port to the proxy's unix
 //!   socket, deciding nothing.
 //!
@@ -55,13 +65,41 @@
 //! # Ok(()) }
 //! ```
 //!
+//! With a credential endpoint (the secret comes from wherever the caller keeps it; this crate
+//! never reads one):
+//!
+//! ```no_run
+//! # #[cfg(feature = "proxy")]
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use pinfold_egress::{Config, Endpoint, Proxy, Secret, certs_from_pem_file};
+//!
+//! let config = Config {
+//!     allow: vec!["api.github.com".parse()?],
+//!     endpoints: vec![Endpoint {
+//!         host: "api.github.com".parse()?,
+//!         credential: "github".into(),
+//!         header: "Authorization".into(),
+//!         format: "Bearer {}".into(),
+//!         secret: Secret::new(std::env::var("GITHUB_TOKEN")?),
+//!     }],
+//!     upstream_ca: certs_from_pem_file("/etc/corp/root.pem".as_ref())?,
+//!     ..Config::default()
+//! };
+//! let proxy = Proxy::new(config, Arc::new(|_event| {}))?;
+//! // For the sandbox: SSL_CERT_FILE and friends point at this file.
+//! std::fs::write("/run/pinfold/ca-bundle.pem", proxy.ca_bundle(None)?)?;
+//! # Ok(()) }
+//! ```
+//!
 //! # What it does not do (yet)
 //!
-//! No credential injection or TLS termination (the broker), no HTTP/2 toward the proxy
-//! itself, no upstream connection reuse for forwarded HTTP, no authentication of clients (the
-//! socket is reached only from the sandbox's bridge). A `CONNECT` tunnel must carry TLS;
-//! a SOCKS5 tunnel may carry anything, but if it starts with TLS the server name must match.
-//! See `docs/egress.md`.
+//! No HTTP/2 toward the proxy itself or inside a brokered tunnel, no upstream connection
+//! reuse for forwarded or brokered HTTP, no authentication of clients (the socket is reached
+//! only from the sandbox's bridge). A `CONNECT` tunnel must carry TLS; a SOCKS5 tunnel may
+//! carry anything, but if it starts with TLS the server name must match (and to an endpoint
+//! host it must be TLS). The secret is kept in memory as an ordinary string (not zeroed on
+//! drop, not locked against swapping). See `docs/egress.md`.
 
 pub mod host;
 
