@@ -760,4 +760,8 @@ async fn the_ca_bundle_is_the_system_roots_plus_the_per_run_ca() {
             .ca_bundle(Some(std::path::Path::new("/nonexistent")))
             .is_err()
     );
+    // PEM text without a certificate is an error, not an empty trust list.
+    assert!(pinfold_egress::certs_from_pem(b"").is_err());
+    let key_only = b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
+    assert!(pinfold_egress::certs_from_pem(key_only).is_err());
 }
