@@ -835,7 +835,10 @@ mod tests {
         // A leaf for any other name or address, signed by the same CA key, is rejected by a
         // client that trusts the CA: the name constraints hold even if the key leaked.
         let e = verify(&leaf(&broker, "evil.test"), "evil.test").unwrap_err();
-        assert!(format!("{e:?}").contains("NameConstraintViolation"), "{e:?}");
+        assert!(
+            format!("{e:?}").contains("NameConstraintViolation"),
+            "{e:?}"
+        );
         assert!(verify(&leaf(&broker, "127.0.0.1"), "127.0.0.1").is_err());
         // Server configurations (and so leaves) are minted once per host.
         let api = Brokered::new(&ep("api.test")).unwrap();
