@@ -103,6 +103,10 @@ pub struct Policy {
     pub network: Network,
     /// Environment variables kept even though their names look like secrets.
     pub keep_env: Vec<String>,
+    /// Environment variables removed whatever their names and `keep_env` say (the variables
+    /// a credential is read from, say).
+    #[serde(default)]
+    pub remove_env: Vec<String>,
     /// Variables to set (after scrubbing), e.g. `TMPDIR` is set by [`Policy::run`].
     pub set_env: Vec<(String, String)>,
     /// Working directory of the command.
@@ -126,6 +130,7 @@ impl Policy {
             read_deny: Vec::new(),
             network: Network::Off,
             keep_env: Vec::new(),
+            remove_env: Vec::new(),
             set_env: Vec::new(),
             cwd,
             allow_degraded: false,

@@ -413,7 +413,12 @@ pub(crate) fn run(
         set_env.push(("TMPDIR".into(), tmpdir.display().to_string()));
     }
     let vars = std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
-    let (env, env_removed) = env::scrub(vars, &policy.keep_env, &set_env);
+    let (vars, mut forced): (Vec<_>, Vec<_>) = vars.partition(|(k, _)| !policy.remove_env.contains(k));
+    let vars = vars.into_iter();
+    let (env, mut env_removed) = env::scrub(vars, &policy.keep_env, &set_env);
+    env_removed.extend(forced.drain(..).map(|(k, _)| k).filter(|k| !set_env.iter().any(|(s, _)| s == k)));
+    env_removed.sort();
+    env_removed.dedup();
     let spec = Spec {
         writable: r.writable.clone(),
         pins: r.pins.clone(),
