@@ -7,39 +7,93 @@
 //! it are accepted here, outside, by the proxy — no relay process inside the sandbox and no
 //! socket file to bind into it. Nothing else in the namespace leads anywhere.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use pinfold_egress::{Event, Outcome, Protocol, Proxy};
-use pinfold_policy::config::SandboxPreset;
+use pinfold_egress::{Event, Outcome, Protocol, Proxy, Secret};
+use pinfold_policy::config::{Credential, CredentialSource, SandboxPreset};
 
 use crate::anyhow_lite::Error;
 use crate::record::Recorder;
 
 /// The proxy for one run, and the thread writing its decisions to the ledger.
 pub struct Egress {
-    runtime: tokio::runtime::Runtime,
-    proxy: Arc<Proxy>,
+    /// `None` once finished.
+    runtime: Option<tokio::runtime::Runtime>,
+    proxy: Option<Arc<Proxy>>,
     recording: Option<std::thread::JoinHandle<Result<u64, Error>>>,
+    /// The CA bundle written for the sandbox (credential endpoints only), removed at the end.
+    bundle: Option<PathBuf>,
+    /// Where the secrets came from: variables to remove from the command's environment and
+    /// files to hide from it.
+    pub secret_vars: Vec<String>,
+    pub secret_files: Vec<PathBuf>,
 }
 
 impl Egress {
-    /// Start the proxy for `preset`'s allowlist (nothing is listening yet: see
-    /// [`Egress::serve`]). Decisions go to `recorder`.
-    pub fn start(preset: &SandboxPreset, recorder: Recorder) -> Result<Egress, Error> {
-        if !preset.endpoints.is_empty() {
-            return Err(Error::new(format!(
-                "the `{}` preset names credential endpoints, and this pinfold cannot inject credentials yet",
-                preset.name
-            ))
-            .hint("remove the [[sandbox.X.network.endpoint]] tables, or run without them (docs/egress.md)"));
+    /// Start the proxy for `preset`'s allowlist and credential endpoints (nothing is listening
+    /// yet: see [`Egress::serve`]). Secrets are read now, outside the sandbox. Decisions go
+    /// to `recorder`.
+    pub fn start(preset: &SandboxPreset, credentials: &BTreeMap<String, Credential>, recorder: Recorder) -> Result<Egress, Error> {
+        let mut endpoints = Vec::new();
+        let mut secret_vars = Vec::new();
+        let mut secret_files = Vec::new();
+        let mut values: Vec<String> = Vec::new();
+        for ep in &preset.endpoints {
+            let Some(cred) = credentials.get(&ep.credential) else {
+                // The policy loader checks this; a config built otherwise still fails closed.
+                return Err(Error::new(format!("the endpoint {} names the credential `{}`, which the policy does not define", ep.host, ep.credential)));
+            };
+            let value = read_secret(cred)?;
+            match &cred.source {
+                CredentialSource::Env(var) => secret_vars.push(var.clone()),
+                CredentialSource::File(f) => secret_files.push(PathBuf::from(f)),
+                CredentialSource::Command(_) => {}
+            }
+            values.push(value.clone());
+            endpoints.push(pinfold_egress::Endpoint {
+                host: ep.host.clone(),
+                credential: ep.credential.clone(),
+                header: ep.header.clone(),
+                format: ep.format.clone(),
+                secret: Secret::new(value),
+            });
         }
-        let config = pinfold_egress::Config { allow: preset.network_hosts.clone(), ..Default::default() };
+        // Any other variable holding a secret goes too (`GH_TOKEN` beside `GITHUB_TOKEN`).
+        for (k, v) in std::env::vars_os() {
+            if let (Ok(k), Ok(v)) = (k.into_string(), v.into_string())
+                && values.iter().any(|s| s.len() >= 4 && v.contains(s.as_str()))
+                && !secret_vars.contains(&k)
+            {
+                secret_vars.push(k);
+            }
+        }
+        let mut upstream_ca = Vec::new();
+        for f in &preset.upstream_ca {
+            let certs = pinfold_egress::certs_from_pem_file(Path::new(f))
+                .map_err(|e| Error::new(format!("cannot use {f} from network.upstream_ca of the `{}` preset", preset.name)).cause(e))?;
+            upstream_ca.extend(certs);
+        }
+        let brokered = !endpoints.is_empty();
+        let config = pinfold_egress::Config { allow: preset.network_hosts.clone(), endpoints, upstream_ca, ..Default::default() };
         let (tx, rx) = std::sync::mpsc::channel::<Event>();
         // The sink must not block the proxy's tasks: records are written by a thread of their own.
         let sink: pinfold_egress::EventSink = Arc::new(move |e| {
             let _ = tx.send(e);
         });
         let proxy = Proxy::new(config, sink).map_err(|e| Error::new("cannot start the egress proxy").cause(e))?;
+        // Tools in the sandbox must trust the per-run CA for brokered hosts: a bundle of the
+        // roots they would use anyway ($SSL_CERT_FILE, else the system's) plus that CA.
+        let bundle = if brokered {
+            let base = std::env::var_os("SSL_CERT_FILE").map(PathBuf::from).filter(|p| p.is_file());
+            let text = proxy
+                .ca_bundle(base.as_deref())
+                .map_err(|e| Error::new("cannot build the CA bundle for the sandbox").cause(e))?;
+            Some(write_bundle(&text)?)
+        } else {
+            None
+        };
         let recording = std::thread::Builder::new()
             .name("egress-ledger".into())
             .spawn(move || {
@@ -57,17 +111,17 @@ impl Egress {
             .enable_all()
             .build()
             .map_err(|e| Error::new("cannot start the egress proxy's runtime").cause(e))?;
-        Ok(Egress { runtime, proxy, recording: Some(recording) })
+        Ok(Egress { runtime: Some(runtime), proxy: Some(proxy), recording: Some(recording), bundle, secret_vars, secret_files })
     }
 
     /// Serve the listener the sandbox made: every connection the command makes to it.
     pub fn serve(&self, listener: std::net::TcpListener) {
-        let proxy = self.proxy.clone();
-        let _guard = self.runtime.enter();
+        let (Some(proxy), Some(runtime)) = (self.proxy.clone(), &self.runtime) else { return };
+        let _guard = runtime.enter();
         let listener = listener.set_nonblocking(true).and_then(|()| tokio::net::TcpListener::from_std(listener));
         match listener {
             Ok(l) => {
-                self.runtime.spawn(async move {
+                runtime.spawn(async move {
                     let _ = proxy.serve_tcp(l).await;
                 });
             }
@@ -76,12 +130,27 @@ impl Egress {
         }
     }
 
+    /// The command's environment: [`proxy_env`], and with credential endpoints the CA
+    /// bundle in every variable tools read it from.
+    pub fn sandbox_env(&self, port: u16, inherited_java_options: Option<&str>) -> Vec<(String, String)> {
+        let mut v = proxy_env(port, inherited_java_options);
+        if let Some(b) = &self.bundle {
+            let b = b.display().to_string();
+            for k in ["SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "PIP_CERT", "CARGO_HTTP_CAINFO"] {
+                v.push((k.to_string(), b.clone()));
+            }
+        }
+        v
+    }
+
     /// Stop serving and wait until every decision is in the ledger; how many were recorded.
     pub fn finish(mut self) -> Result<u64, Error> {
         // Dropping the runtime ends every connection still open; their events go out as the
         // tasks are dropped, before the sink (inside the proxy) is.
-        self.runtime.shutdown_timeout(std::time::Duration::from_millis(200));
-        drop(self.proxy);
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(std::time::Duration::from_millis(200));
+        }
+        drop(self.proxy.take());
         match self.recording.take().map(|h| h.join()) {
             Some(Ok(r)) => r,
             Some(Err(_)) => Err(Error::new("the egress recording thread failed")),
@@ -134,6 +203,68 @@ pub fn proxy_env(port: u16, inherited_java_options: Option<&str>) -> Vec<(String
     v
 }
 
+impl Drop for Egress {
+    fn drop(&mut self) {
+        if let Some(b) = self.bundle.take() {
+            let _ = std::fs::remove_file(b);
+        }
+    }
+}
+
+/// Read a credential outside the sandbox. Errors name the credential and its source, never
+/// a value.
+fn read_secret(c: &Credential) -> Result<String, Error> {
+    let what = |src: &str| format!("cannot read the credential `{}` from {src}", c.name);
+    let value = match &c.source {
+        CredentialSource::Env(var) => std::env::var(var).map_err(|_| {
+            Error::new(what(&format!("the environment variable {var}"))).hint(format!("set {var} in the environment pinfold runs in"))
+        })?,
+        CredentialSource::File(f) => std::fs::read_to_string(f).map_err(|e| Error::new(what(f)).cause(e))?,
+        CredentialSource::Command(cmd) => {
+            let out = std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(cmd)
+                .stdin(std::process::Stdio::null())
+                .stderr(std::process::Stdio::inherit())
+                .output()
+                .map_err(|e| Error::new(what(&format!("the command `{cmd}`"))).cause(e))?;
+            if !out.status.success() {
+                return Err(Error::new(what(&format!("the command `{cmd}`"))).cause(format!("it exited with {}", out.status)));
+            }
+            String::from_utf8(out.stdout).map_err(|_| Error::new(what(&format!("the command `{cmd}`"))).cause("its output is not UTF-8"))?
+        }
+    };
+    // A trailing newline is the file's or the command's, not the secret's.
+    let value = value.trim_end_matches(['\n', '\r']).to_string();
+    if value.is_empty() {
+        return Err(Error::new(format!("the credential `{}` is empty", c.name)));
+    }
+    if value.contains(['\n', '\r', '\0']) {
+        return Err(Error::new(format!("the credential `{}` holds a line break or NUL, which no header may carry", c.name)));
+    }
+    Ok(value)
+}
+
+/// Write the CA bundle where the sandbox can read it: a fresh file in the temp dir (the
+/// certificates are public; the CA's key never leaves this process's memory).
+fn write_bundle(text: &str) -> Result<PathBuf, Error> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = std::env::temp_dir();
+    for i in 0..16u32 {
+        let p = dir.join(format!("pinfold-ca-{}-{i}.pem", std::process::id()));
+        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o444).open(&p) {
+            Ok(mut f) => {
+                f.write_all(text.as_bytes()).map_err(|e| Error::new(format!("cannot write {}", p.display())).cause(e))?;
+                return Ok(p);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::new(format!("cannot create {}", p.display())).cause(e)),
+        }
+    }
+    Err(Error::new("cannot create the CA bundle file in the temp dir"))
+}
+
 /// One proxy decision as recorded: no header or body content, ever.
 fn event_record(e: &Event) -> serde_json::Value {
     let (outcome, reason) = match &e.outcome {
@@ -158,6 +289,9 @@ fn event_record(e: &Event) -> serde_json::Value {
     });
     if let Some(r) = reason {
         v["reason"] = r.into();
+    }
+    if let Some(c) = &e.credential {
+        v["credential"] = c.as_str().into();
     }
     v
 }

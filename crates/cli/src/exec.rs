@@ -248,9 +248,29 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
         None if preset.network_allow => Network::On,
         None => Network::Off,
     };
+    // The egress proxy, when the network goes through it: started (and its secrets read)
+    // before the run, serving the listener the sandbox makes inside its namespace as soon as
+    // it arrives.
+    let egress = if sp.network == Network::Proxy && !args.dry_run {
+        let started = crate::record::Recorder::open(&config.audit).and_then(|r| egress::Egress::start(&preset, &config.credentials, r));
+        match started {
+            Ok(e) => Some(e),
+            Err(e) => return not_recorded(e),
+        }
+    } else {
+        None
+    };
     if sp.network == Network::Proxy {
         let java = std::env::var("JAVA_TOOL_OPTIONS").ok();
-        sp.set_env.extend(egress::proxy_env(sp.proxy_port, java.as_deref()));
+        match &egress {
+            Some(e) => {
+                sp.set_env.extend(e.sandbox_env(sp.proxy_port, java.as_deref()));
+                // The secrets never reach the command: not their variables, not their files.
+                sp.remove_env.extend(e.secret_vars.iter().cloned());
+                sp.read_deny.extend(e.secret_files.iter().cloned());
+            }
+            None => sp.set_env.extend(egress::proxy_env(sp.proxy_port, java.as_deref())),
+        }
     }
     sp.keep_env = preset.env_keep.clone();
     sp.keep_env.extend(args.keep_env.iter().cloned());
@@ -279,17 +299,7 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
         return Ok(exit::OK);
     }
     record["argv"] = serde_json::json!(argv);
-    // The egress proxy, when the network goes through it: started before the run, serving the
-    // listener the sandbox makes inside its namespace as soon as it arrives.
-    let egress = if sp.network == Network::Proxy {
-        let started = crate::record::Recorder::open(&config.audit).and_then(|r| egress::Egress::start(&preset, r));
-        match started {
-            Ok(e) => Some(e),
-            Err(e) => return not_recorded(e),
-        }
-    } else {
-        None
-    };
+
     // Recorded before anything runs: a run that cannot be recorded does not happen. The
     // append (with its fdatasync) runs on its own thread while the sandbox is resolved, and
     // the sandbox waits for it before it takes the command (`release`).

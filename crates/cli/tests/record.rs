@@ -339,7 +339,7 @@ fn the_sandbox_cannot_read_or_write_the_ledger_even_inside_the_project() {
 }
 
 #[test]
-fn a_host_allowlist_exec_cannot_enforce_yet_means_no_network() {
+fn a_host_allowlist_runs_through_the_proxy_and_is_recorded_so() {
     let w = World::new();
     fs::write(
         w.proj.join("pinfold.toml"),
@@ -353,11 +353,17 @@ fn a_host_allowlist_exec_cannot_enforce_yet_means_no_network() {
         (v["plan"]["network"].as_str().unwrap().to_string(), o.stderr)
     };
     let (net, err) = plan(&["exec", "--dry-run", "--", "cargo fetch"]);
-    assert_eq!(net, "off");
-    assert!(err.contains("cannot enforce host allowlists yet"), "{err}");
-    // Full network when the preset says so without hosts, or when asked for.
+    assert_eq!(net, "proxy");
+    assert!(err.is_empty(), "{err}");
+    // The dry run's record names the allowlist it would enforce.
+    let recs = w.records();
+    let last = recs.last().unwrap();
+    assert_eq!(last["data"]["sandbox"]["network"], "proxy", "{last}");
+    assert_eq!(last["data"]["sandbox"]["hosts"], serde_json::json!(["crates.io"]), "{last}");
+    // Full network when the preset says so without hosts, or when asked for; none when asked.
     assert_eq!(plan(&["exec", "--dry-run", "--sandbox", "full", "--", "cargo fetch"]).0, "on");
     assert_eq!(plan(&["exec", "--dry-run", "--net", "on", "--", "cargo fetch"]).0, "on");
+    assert_eq!(plan(&["exec", "--dry-run", "--net", "off", "--", "cargo fetch"]).0, "off");
 }
 
 /// The fsync policy (record.rs, docs/ledger.md), observed with strace: a `check` or `hook`
