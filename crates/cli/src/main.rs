@@ -92,7 +92,7 @@ enum ConfigCommand {
     Schema,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, PartialEq)]
 struct CheckArgs {
     /// Use only this policy file (plus what it extends), not the global and project files.
     #[arg(short = 'c', long = "config", value_name = "FILE")]
@@ -130,8 +130,14 @@ fn main() {
     if raw.get(1).map(String::as_str) == Some(pinfold_sandbox::HELPER_ARG) {
         pinfold_sandbox::helper_main(&raw[2..]);
     }
-    let cli = Cli::parse();
-    let code = match run(cli) {
+    // `check` runs before every command an agent runs: its usual argv is read here without
+    // building clap's command tree, about a fifth of a whole `check` (docs/benchmarks.md).
+    // Anything else, help and every error included, is clap's to parse and to word.
+    let command = match quick_check_args(raw.get(1..).unwrap_or_default()) {
+        Some(args) => Command::Check(args),
+        None => Cli::parse().command,
+    };
+    let code = match run(command) {
         Ok(code) => code,
         Err(e) => {
             report(&e);
@@ -154,8 +160,52 @@ pub(crate) fn report(e: &anyhow_lite::Error) {
     }
 }
 
-fn run(cli: Cli) -> Result<i32, anyhow_lite::Error> {
-    match cli.command {
+/// `pinfold check`'s arguments when they are in a form clap would read the same way: options
+/// before the command, each at most once, `--json` or `--explain` not both, option values
+/// that cannot be mistaken for flags. `None` for anything else, which clap then parses (the
+/// `tests` module checks the two agree).
+fn quick_check_args(args: &[String]) -> Option<CheckArgs> {
+    let (first, rest) = args.split_first()?;
+    if first != "check" {
+        return None;
+    }
+    let mut a = CheckArgs { config: None, cwd: None, json: false, explain: false, command: Vec::new() };
+    // A separate value: clap reads `-c --json` as a missing value, so leave it to clap.
+    let value = |v: Option<&String>| v.filter(|v| !v.is_empty() && !v.starts_with('-')).map(PathBuf::from);
+    let mut i = 0;
+    while let Some(arg) = rest.get(i) {
+        i += 1;
+        match arg.as_str() {
+            "--" => {
+                a.command = rest[i..].to_vec();
+                break;
+            }
+            "--json" if !a.json => a.json = true,
+            "--explain" if !a.explain => a.explain = true,
+            "-c" | "--config" if a.config.is_none() => {
+                a.config = Some(value(rest.get(i))?);
+                i += 1;
+            }
+            "--cwd" if a.cwd.is_none() => {
+                a.cwd = Some(value(rest.get(i))?);
+                i += 1;
+            }
+            s if s.starts_with('-') => return None,
+            // The command's first word: it and everything after it are the command.
+            _ => {
+                a.command = rest[i - 1..].to_vec();
+                break;
+            }
+        }
+    }
+    if a.json && a.explain {
+        return None;
+    }
+    Some(a)
+}
+
+fn run(command: Command) -> Result<i32, anyhow_lite::Error> {
+    match command {
         Command::Check(args) => check::run(args),
         Command::Exec(args) => exec::run(args),
         Command::Doctor(args) => exec::doctor(args),
@@ -302,6 +352,76 @@ mod anyhow_lite {
                 src = s.source();
             }
             out
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What clap makes of `pinfold ARGS`: the check arguments, or `None` for another
+    /// subcommand, help or an error.
+    fn by_clap(args: &[&str]) -> Option<CheckArgs> {
+        match Cli::try_parse_from(std::iter::once("pinfold").chain(args.iter().copied())) {
+            Ok(Cli { command: Command::Check(a) }) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// Wherever the quick reading of `check`'s argv answers, clap answers the same; where it
+    /// declines, clap is the one to parse (and word any error).
+    #[test]
+    fn quick_check_args_agree_with_clap() {
+        let cases: &[&[&str]] = &[
+            &["check"],
+            &["check", "git status"],
+            &["check", "--", "git status"],
+            &["check", "-c", "p.toml", "--", "git status"],
+            &["check", "--config", "p.toml", "git", "status"],
+            &["check", "--cwd", "/tmp", "--json", "--", "ls"],
+            &["check", "--explain", "-c", "p.toml", "ls", "-la"],
+            &["check", "ls", "--json"],
+            &["check", "--json", "git", "--", "status"],
+            &["check", "--", "--", "x"],
+            &["check", "--", "--json"],
+            &["check", "--"],
+            &["check", ""],
+            &["check", "--", ""],
+            &["check", "rm", "-rf", "my dir"],
+            &["check", "-c", "a.toml", "--cwd", "d", "--json", "x"],
+            // Declined (clap parses these): errors, help, unusual spellings.
+            &["check", "--json", "--explain", "ls"],
+            &["check", "--json", "--json", "ls"],
+            &["check", "-c", "a", "-c", "b", "ls"],
+            &["check", "-c"],
+            &["check", "-c", "--json", "ls"],
+            &["check", "-c", "", "ls"],
+            &["check", "--config=p.toml", "ls"],
+            &["check", "-cp.toml", "ls"],
+            &["check", "--cwd=/tmp", "ls"],
+            &["check", "--jsn", "ls"],
+            &["check", "-h"],
+            &["check", "--help"],
+            &["check", "-", "ls"],
+            &["check", "-1"],
+            &["--help"],
+            &["--version"],
+            &["exec", "--", "ls"],
+            &["validate"],
+            &[],
+        ];
+        for args in cases {
+            let owned: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            let quick = quick_check_args(&owned);
+            if quick.is_some() {
+                assert_eq!(quick, by_clap(args), "{args:?}");
+            }
+        }
+        // The usual forms are read quickly, not handed to clap.
+        for args in [&["check", "-c", "p.toml", "--", "git status"][..], &["check", "--json", "ls"], &["check"]] {
+            let owned: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            assert!(quick_check_args(&owned).is_some(), "{args:?}");
         }
     }
 }
