@@ -1,0 +1,1932 @@
+//! Issue 6 through the real sandbox: `pinfold exec` with a preset that lists `network.hosts`
+//! (see `docs/egress.md`), against real servers this test starts on the host, with real tools
+//! (curl, bash, python3, git, pip) inside the sandbox.
+//!
+//! The command runs in a network namespace with only loopback; its 127.0.0.1:3128 is accepted
+//! outside by the egress proxy. Every escape attempt is judged on the **host** afterwards: the
+//! host's TCP listener saw no connection, its UDP socket received no datagram, the upstream's
+//! request log has no entry. An attempt also runs as a **control**, on the host without pinfold,
+//! and must reach the host there: an attack that cannot work anyway proves nothing. The positive
+//! cases (allowed host, `git ls-remote`, `pip download`) check that the host server served the
+//! request and that the proxy's decision is an `egress` record in the ledger between the run's
+//! `exec_start` and `exec_end`.
+//!
+//! Scripts print `PINFOLD-TEST-STARTED` first (a run that never started proves nothing), then
+//! `ESCAPED: <what>` for an attempt that worked and `refused: <what>: <error>` otherwise.
+//!
+//! The suite runs as root (CI does) on x86_64, and the key cases run again as uid 65534 through
+//! `setpriv`, each in its own world-traversable directory under /tmp. Nothing needs the
+//! internet. `PINFOLD_TEST_EXEC_BIN` swaps in another binary (e.g. a wrapper adding
+//! `--net on`), to check that every test here can fail; `PINFOLD_TEST_SHOW=1` prints every
+//! sandboxed run.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, UdpSocket};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The system Python, which uid 65534 can run (not a pyenv shim).
+const PY: &str = "/usr/bin/python3";
+const STARTED: &str = "PINFOLD-TEST-STARTED";
+const NOBODY: u32 = 65534;
+const TIMEOUT: Duration = Duration::from_secs(30);
+/// Where the proxy listens inside the sandbox's namespace.
+const PROXY_PORT: u16 = 3128;
+
+// ---------------------------------------------------------------------------------------------
+// Users
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum User {
+    Root,
+    Nobody,
+}
+
+impl User {
+    fn name(self) -> &'static str {
+        match self {
+            User::Root => "root",
+            User::Nobody => "uid 65534",
+        }
+    }
+}
+
+/// `mod case { #[test] fn root(); #[test] fn nobody(); }` for each case.
+macro_rules! both_users {
+    ($($case:ident),* $(,)?) => {$(
+        mod $case {
+            #[test]
+            fn root() {
+                super::$case(super::User::Root)
+            }
+            #[test]
+            fn nobody() {
+                super::$case(super::User::Nobody)
+            }
+        }
+    )*};
+}
+
+/// `mod case { #[test] fn root(); }`: cases whose proof does not depend on the uid.
+macro_rules! root_only {
+    ($($case:ident),* $(,)?) => {$(
+        mod $case {
+            #[test]
+            fn root() {
+                super::$case(super::User::Root)
+            }
+        }
+    )*};
+}
+
+fn require_root_x86_64() {
+    let status = fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    let uid = status.lines().find(|l| l.starts_with("Uid:")).unwrap_or("");
+    assert!(
+        uid.split_whitespace().nth(2) == Some("0"),
+        "this suite must run as root: it runs cases as root and as uid 65534 (setpriv); got {uid:?}"
+    );
+    assert!(std::env::consts::ARCH == "x86_64", "written for x86_64");
+}
+
+/// The binary under test, in a place uid 65534 can run it from.
+fn pinfold_bin() -> String {
+    if let Ok(b) = std::env::var("PINFOLD_TEST_EXEC_BIN") {
+        return b;
+    }
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let built = PathBuf::from(env!("CARGO_BIN_EXE_pinfold"));
+        let reachable = built
+            .ancestors()
+            .skip(1)
+            .all(|d| fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0));
+        if reachable {
+            return built.display().to_string();
+        }
+        let dir = std::env::temp_dir().join(format!("pinfold-egress-bin-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("create the binary copy's directory");
+        let copy = dir.join("pinfold");
+        fs::copy(&built, &copy).expect("copy the pinfold binary");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod");
+        fs::set_permissions(&copy, fs::Permissions::from_mode(0o755)).expect("chmod");
+        copy.display().to_string()
+    })
+    .clone()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running processes
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug)]
+struct Run {
+    what: String,
+    code: Option<i32>,
+    signal: Option<i32>,
+    stdout: String,
+    stderr: String,
+    timed_out: bool,
+    took: Duration,
+}
+
+impl Run {
+    fn show(&self) -> String {
+        format!(
+            "  command: {}\n  exit: {:?} signal: {:?}{} after {:?}\n  --- stdout ---\n{}\n  --- stderr ---\n{}",
+            self.what,
+            self.code,
+            self.signal,
+            if self.timed_out {
+                " (TIMED OUT, killed)"
+            } else {
+                ""
+            },
+            self.took,
+            indent(&self.stdout),
+            indent(&self.stderr)
+        )
+    }
+    fn started(&self) -> bool {
+        self.stdout.contains(STARTED)
+    }
+    fn lines(&self, prefix: &str) -> Vec<&str> {
+        self.stdout
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .collect()
+    }
+}
+
+fn indent(s: &str) -> String {
+    s.lines()
+        .map(|l| format!("    | {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Spawn, collect output, kill after `timeout`.
+fn run_cmd(mut c: Command, what: String, timeout: Duration) -> Run {
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let t0 = Instant::now();
+    let mut child = c
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start `{what}`: {e}"));
+    let (tx, rx) = mpsc::channel();
+    for (i, mut r) in [
+        Box::new(child.stdout.take().expect("piped")) as Box<dyn Read + Send>,
+        Box::new(child.stderr.take().expect("piped")),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let tx = tx.clone();
+        thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            let _ = tx.send((i, buf));
+        });
+    }
+    let deadline = t0 + timeout;
+    let mut timed_out = false;
+    let status = loop {
+        match child.try_wait().expect("wait") {
+            Some(s) => break s,
+            None if Instant::now() > deadline => {
+                timed_out = true;
+                let _ = child.kill();
+                break child.wait().expect("wait");
+            }
+            None => thread::sleep(Duration::from_millis(5)),
+        }
+    };
+    let took = t0.elapsed();
+    let mut out = [Vec::new(), Vec::new()];
+    for _ in 0..2 {
+        match rx.recv_timeout(Duration::from_secs(2)) {
+            Ok((i, b)) => out[i] = b,
+            Err(_) => break,
+        }
+    }
+    Run {
+        what,
+        code: status.code(),
+        signal: status.signal(),
+        stdout: String::from_utf8_lossy(&out[0]).into_owned(),
+        stderr: String::from_utf8_lossy(&out[1]).into_owned(),
+        timed_out,
+        took,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host servers: what reached the host
+// ---------------------------------------------------------------------------------------------
+
+/// A TCP listener on the host that answers HTTP and logs every connection and request line.
+struct HostTcp {
+    port: u16,
+    /// `connection` for each accept, then the request line (or `no request line`).
+    log: Arc<Mutex<Vec<String>>>,
+    conns: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    /// What it answers with: a token the client can only have got from this server.
+    body: String,
+}
+
+impl HostTcp {
+    /// Listen on `ip` (`0.0.0.0` reaches it through every host address, loopback or not).
+    fn bind(ip: &str) -> HostTcp {
+        let l = TcpListener::bind((ip, 0)).expect("bind a host TCP listener");
+        l.set_nonblocking(true).expect("nonblocking");
+        let port = l.local_addr().expect("addr").port();
+        let body = format!("host-server-{port}-says-hello");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let conns = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (lg, n, s, b) = (log.clone(), conns.clone(), stop.clone(), body.clone());
+        thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((mut c, from)) => {
+                        n.fetch_add(1, Ordering::SeqCst);
+                        let (lg, b) = (lg.clone(), b.clone());
+                        thread::spawn(move || {
+                            let _ = c.set_nonblocking(false);
+                            let _ = c.set_read_timeout(Some(Duration::from_secs(3)));
+                            let mut buf = Vec::new();
+                            let mut chunk = [0u8; 4096];
+                            while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 65536 {
+                                match c.read(&mut chunk) {
+                                    Ok(0) | Err(_) => break,
+                                    Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                                }
+                            }
+                            let text = String::from_utf8_lossy(&buf);
+                            let line = text.lines().next().unwrap_or("").to_string();
+                            lg.lock().expect("lock").push(if line.is_empty() {
+                                format!("connection from {from} with no request line")
+                            } else {
+                                format!("{line} (from {from})")
+                            });
+                            let _ = write!(
+                                c,
+                                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}\n",
+                                b.len() + 1
+                            );
+                            let _ = c.shutdown(Shutdown::Write);
+                        });
+                    }
+                    Err(_) => thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        HostTcp {
+            port,
+            log,
+            conns,
+            stop,
+            body,
+        }
+    }
+
+    /// Everything that reached it (after a moment for in-flight connections to be logged).
+    fn seen(&self) -> Vec<String> {
+        thread::sleep(Duration::from_millis(100));
+        let deadline = Instant::now() + Duration::from_secs(4);
+        // Each accepted connection logs one line once its request is read (or times out).
+        while self.log.lock().expect("lock").len() < self.conns.load(Ordering::SeqCst)
+            && Instant::now() < deadline
+        {
+            thread::sleep(Duration::from_millis(20));
+        }
+        let mut v = self.log.lock().expect("lock").clone();
+        let n = self.conns.load(Ordering::SeqCst);
+        if v.len() < n {
+            v.push(format!(
+                "{} connection(s) accepted and not yet logged",
+                n - v.len()
+            ));
+        }
+        v
+    }
+
+    fn clear(&self) {
+        self.log.lock().expect("lock").clear();
+        self.conns.store(0, Ordering::SeqCst);
+    }
+}
+
+impl Drop for HostTcp {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A UDP socket on the host that logs every datagram and answers `pong`.
+struct HostUdp {
+    port: u16,
+    log: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl HostUdp {
+    fn bind(ip: &str) -> HostUdp {
+        let s = UdpSocket::bind((ip, 0)).expect("bind a host UDP socket");
+        s.set_read_timeout(Some(Duration::from_millis(50)))
+            .expect("timeout");
+        let port = s.local_addr().expect("addr").port();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (lg, st) = (log.clone(), stop.clone());
+        thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            while !st.load(Ordering::Relaxed) {
+                if let Ok((n, from)) = s.recv_from(&mut buf) {
+                    lg.lock().expect("lock").push(format!(
+                        "datagram {:?} from {from}",
+                        String::from_utf8_lossy(&buf[..n])
+                    ));
+                    let _ = s.send_to(b"pong", from);
+                }
+            }
+        });
+        HostUdp { port, log, stop }
+    }
+
+    fn seen(&self) -> Vec<String> {
+        thread::sleep(Duration::from_millis(150));
+        self.log.lock().expect("lock").clone()
+    }
+}
+
+impl Drop for HostUdp {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The host's first global IPv4 address (not loopback), if it has one.
+fn host_ipv4() -> Option<String> {
+    let out = Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "scope", "global"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let from_ip = text
+        .split_whitespace()
+        .skip_while(|w| *w != "inet")
+        .nth(1)
+        .and_then(|a| a.split('/').next())
+        .map(str::to_string);
+    from_ip.or_else(|| {
+        let out = Command::new("hostname").arg("-I").output().ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .find(|a| {
+                a.parse::<std::net::Ipv4Addr>()
+                    .is_ok_and(|ip| !ip.is_loopback())
+            })
+            .map(str::to_string)
+    })
+}
+
+/// A python3 `http.server` (optionally TLS) serving `root` on 127.0.0.1, logging requests to a
+/// file; killed with the world.
+const SERVE_PY: &str = r#"import functools, http.server, ssl, sys
+root, cert, key = sys.argv[1], sys.argv[2], sys.argv[3]
+handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=root)
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+if cert:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+print(srv.server_address[1], flush=True)
+srv.serve_forever()
+"#;
+
+/// A server (TLS when given a certificate) that answers one HTTP/1.0 response per connection
+/// and then holds the connection open without closing it, as a slow or long-polling upstream
+/// does; it logs `served <request line>` for each.
+const HOLD_PY: &str = r#"import socket, ssl, sys, threading, time
+root, cert, key = sys.argv[1], sys.argv[2], sys.argv[3]
+ctx = None
+if cert:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+l = socket.socket()
+l.bind(("127.0.0.1", 0))
+l.listen()
+print(l.getsockname()[1], flush=True)
+def serve(c):
+    try:
+        if ctx:
+            c = ctx.wrap_socket(c, server_side=True)
+        head = c.recv(4096).decode(errors="replace").split("\r\n")[0]
+        c.sendall(b"HTTP/1.0 200 OK\r\n\r\nheld-open-body\n")
+        print(f'served "{head}"', file=sys.stderr, flush=True)
+        time.sleep(30)
+    except OSError as e:
+        print(f"error {e}", file=sys.stderr, flush=True)
+while True:
+    c, _ = l.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+
+/// A wheel with METADATA, WHEEL and RECORD (hashes and sizes as pip checks them).
+const MKWHEEL_PY: &str = r#"import base64, hashlib, sys, zipfile
+files = {
+    "demo/__init__.py": b"VALUE = 1\n",
+    "demo-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n",
+    "demo-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: pinfold-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+def rec(data):
+    d = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"sha256={d},{len(data)}"
+record = "".join(f"{n},{rec(d)}\n" for n, d in files.items()) + "demo-1.0.dist-info/RECORD,,\n"
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    for n, d in files.items():
+        z.writestr(n, d)
+    z.writestr("demo-1.0.dist-info/RECORD", record)
+"#;
+
+struct PyServer {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl PyServer {
+    fn start(root: &Path, tls: Option<(&Path, &Path)>, log: PathBuf) -> PyServer {
+        PyServer::start_script(SERVE_PY, root, tls, log)
+    }
+
+    /// `code` run as `python3 SCRIPT ROOT CERT KEY`; it prints its port on the first line.
+    fn start_script(
+        code: &str,
+        root: &Path,
+        tls: Option<(&Path, &Path)>,
+        log: PathBuf,
+    ) -> PyServer {
+        let script = log.with_extension("py");
+        fs::write(&script, code).expect("write the server script");
+        let (cert, key) = match tls {
+            Some((c, k)) => (c.display().to_string(), k.display().to_string()),
+            None => (String::new(), String::new()),
+        };
+        let mut child = Command::new(PY)
+            .arg(&script)
+            .arg(root)
+            .args([cert, key])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(fs::File::create(&log).expect("create the server log"))
+            .spawn()
+            .expect("start python3 http.server");
+        let mut out = child.stdout.take().expect("piped");
+        let mut line = Vec::new();
+        let mut b = [0u8; 1];
+        while out.read(&mut b).unwrap_or(0) == 1 && b[0] != b'\n' {
+            line.push(b[0]);
+        }
+        let port = String::from_utf8_lossy(&line)
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| {
+                let _ = child.kill();
+                panic!(
+                    "the python3 server did not start: {}",
+                    fs::read_to_string(&log).unwrap_or_default()
+                )
+            });
+        PyServer { child, port, log }
+    }
+
+    /// Request lines the server logged (`"GET /x HTTP/1.1" 200 -`).
+    fn requests(&self) -> Vec<String> {
+        thread::sleep(Duration::from_millis(100));
+        fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("\"GET ") || l.contains("\"POST ") || l.contains("\"HEAD "))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for PyServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The world: one temp tree per case
+// ---------------------------------------------------------------------------------------------
+
+struct World {
+    user: User,
+    name: String,
+    _tmp: tempfile::TempDir,
+    base: PathBuf,
+    proj: PathBuf,
+    state: PathBuf,
+    env: BTreeMap<String, String>,
+    /// Ledger records already looked at (each run's records come after these).
+    read_records: Mutex<usize>,
+    policies: AtomicUsize,
+}
+
+impl World {
+    fn new(user: User, name: &str) -> World {
+        require_root_x86_64();
+        let tmp = tempfile::Builder::new()
+            .prefix("pinfold-egress-")
+            .tempdir_in("/tmp")
+            .expect("temp dir under /tmp");
+        let base = tmp.path().to_path_buf();
+        fs::set_permissions(&base, fs::Permissions::from_mode(0o755)).expect("chmod");
+        let d = |p: &str| {
+            let p = base.join(p);
+            fs::create_dir_all(&p).expect("mkdir");
+            p
+        };
+        let (home, proj, state) = (d("home"), d("proj"), base.join("state"));
+        let (cfg, cache, data, pcache, tmpd, run) = (
+            d("xdg/config"),
+            d("xdg/cache"),
+            d("xdg/data"),
+            d("pinfold-cache"),
+            d("tmp"),
+            d("run"),
+        );
+        fs::set_permissions(&run, fs::Permissions::from_mode(0o700)).expect("chmod");
+        let s = |p: &Path| p.display().to_string();
+        let who = if user == User::Root { "root" } else { "nobody" };
+        let env: BTreeMap<String, String> = [
+            ("PATH", "/usr/local/bin:/usr/bin:/bin".to_string()),
+            ("HOME", s(&home)),
+            ("USER", who.to_string()),
+            ("LOGNAME", who.to_string()),
+            ("LANG", "C.UTF-8".to_string()),
+            ("XDG_CONFIG_HOME", s(&cfg)),
+            ("XDG_CACHE_HOME", s(&cache)),
+            ("XDG_DATA_HOME", s(&data)),
+            ("XDG_RUNTIME_DIR", s(&run)),
+            ("PINFOLD_CACHE_DIR", s(&pcache)),
+            ("PINFOLD_STATE_DIR", s(&state)),
+            ("TMPDIR", s(&tmpd)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let w = World {
+            user,
+            name: name.to_string(),
+            _tmp: tmp,
+            base,
+            proj,
+            state,
+            env,
+            read_records: Mutex::new(0),
+            policies: AtomicUsize::new(0),
+        };
+        w.own();
+        w
+    }
+
+    fn label(&self) -> String {
+        format!("[{}] {}", self.user.name(), self.name)
+    }
+
+    /// Hand the whole tree to the case's user.
+    fn own(&self) {
+        if self.user != User::Nobody {
+            return;
+        }
+        fn walk(p: &Path) {
+            let _ = std::os::unix::fs::lchown(p, Some(NOBODY), Some(NOBODY));
+            if fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()) {
+                for e in fs::read_dir(p).expect("read_dir").flatten() {
+                    walk(&e.path());
+                }
+            }
+        }
+        walk(&self.base);
+    }
+
+    fn put(&self, p: &Path, content: &[u8]) {
+        fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        fs::write(p, content).unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
+        self.own();
+    }
+
+    /// A policy file allowing every command in the `net` preset with these hosts.
+    fn policy(&self, hosts: &[String]) -> PathBuf {
+        let n = self.policies.fetch_add(1, Ordering::Relaxed);
+        let list = hosts
+            .iter()
+            .map(|h| format!("{h:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let p = self.base.join(format!("policy-{n}.toml"));
+        self.put(
+            &p,
+            format!(
+                "extends = [\"pinfold:default\"]\n[defaults]\naction = \"allow\"\nsandbox = \"net\"\n\
+                 [sandbox.net]\nfs.write.allow = [\".\"]\nnetwork.allow = true\nnetwork.hosts = [{list}]\n"
+            )
+            .as_bytes(),
+        );
+        p
+    }
+
+    /// `argv` as the case's user, with the world's environment, in the project.
+    fn cmd(&self, argv: &[String], extra_env: &[(&str, &str)]) -> Command {
+        let mut c = match self.user {
+            User::Root => {
+                let mut c = Command::new(&argv[0]);
+                c.args(&argv[1..]);
+                c
+            }
+            User::Nobody => {
+                let mut c = Command::new("setpriv");
+                c.args([
+                    "--reuid=65534",
+                    "--regid=65534",
+                    "--clear-groups",
+                    "--inh-caps=-all",
+                    "--",
+                ]);
+                c.args(argv);
+                c
+            }
+        };
+        c.env_clear()
+            .envs(&self.env)
+            .envs(extra_env.iter().copied())
+            .current_dir(&self.proj);
+        c
+    }
+
+    /// The control: `argv` on the host, without pinfold (and so without any proxy variable).
+    fn control(&self, argv: &[String]) -> Run {
+        run_cmd(self.cmd(argv, &[]), argv.join(" "), TIMEOUT)
+    }
+
+    /// `pinfold exec -c POLICY -- ARGV…` as the case's user.
+    fn exec(&self, policy: &Path, argv: &[String]) -> Run {
+        self.exec_env(policy, argv, &[])
+    }
+
+    fn exec_env(&self, policy: &Path, argv: &[String], extra_env: &[(&str, &str)]) -> Run {
+        let mut full = vec![
+            pinfold_bin(),
+            "exec".into(),
+            "-c".into(),
+            policy.display().to_string(),
+            "--".into(),
+        ];
+        full.extend(argv.iter().cloned());
+        let r = run_cmd(self.cmd(&full, extra_env), full.join(" "), TIMEOUT);
+        if std::env::var_os("PINFOLD_TEST_SHOW").is_some() {
+            eprintln!("{}:\n{}", self.label(), r.show());
+        }
+        assert!(
+            !matches!(r.code, Some(125 | 126)) && !r.timed_out,
+            "{}: pinfold refused to run the command or timed out\n{}",
+            self.label(),
+            r.show()
+        );
+        r
+    }
+
+    /// Write `.t/NAME` in the project; returns its path.
+    fn script(&self, name: &str, body: &str) -> String {
+        let p = self.proj.join(".t").join(name);
+        self.put(&p, body.as_bytes());
+        p.display().to_string()
+    }
+
+    /// A bash script: the start marker, then `t DESC CMD ARGS…`, which runs the command and
+    /// prints `ESCAPED: DESC: <output>` if it succeeded, `refused: DESC: rc=N <output>` if not.
+    fn bash(&self, name: &str, body: &str) -> Vec<String> {
+        let text = format!(
+            "echo {STARTED}\n\
+             t() {{ local d=$1 out; shift; if out=$(\"$@\" 2>&1 </dev/null); then echo \"ESCAPED: $d: $out\"; else echo \"refused: $d: rc=$? $out\"; fi; }}\n\
+             {body}\n"
+        );
+        vec!["bash".into(), self.script(&format!("{name}.sh"), &text)]
+    }
+
+    fn python(&self, name: &str, body: &str) -> Vec<String> {
+        let text = format!(
+            "import errno, os, socket, sys\nprint({STARTED:?}, flush=True)\n\
+             def ename(e):\n    return errno.errorcode.get(e, str(e)) if e else 'OK'\n{body}\n"
+        );
+        vec![PY.into(), self.script(&format!("{name}.py"), &text)]
+    }
+
+    /// Forget the records written since the last look (a run that wrote none, or not one run).
+    fn skip_records(&self) {
+        let text = fs::read_to_string(self.state.join("ledger.jsonl")).unwrap_or_default();
+        *self.read_records.lock().expect("lock") = text.lines().count();
+    }
+
+    /// The ledger records written since the last call, checked to be exactly one run:
+    /// `exec_start`, its `egress` records, `exec_end` naming that start. Returns the egress
+    /// records' `data` and the `exec_end` record's `data`.
+    fn run_records(&self) -> (Vec<Value>, Value) {
+        let text = fs::read_to_string(self.state.join("ledger.jsonl")).unwrap_or_default();
+        let all: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a record is JSON"))
+            .collect();
+        let mut read = self.read_records.lock().expect("lock");
+        let new = all[*read..].to_vec();
+        *read = all.len();
+        let kinds: Vec<&str> = new
+            .iter()
+            .map(|r| r["kind"].as_str().unwrap_or("?"))
+            .collect();
+        let ok_shape = kinds.len() >= 2
+            && kinds[0] == "exec_start"
+            && kinds[kinds.len() - 1] == "exec_end"
+            && kinds[1..kinds.len() - 1].iter().all(|k| *k == "egress")
+            && new[kinds.len() - 1]["data"]["start_seq"] == new[0]["seq"];
+        assert!(
+            ok_shape,
+            "{}: expected exec_start, egress…, exec_end (naming that start) for one run; got {kinds:?}\n{new:#?}",
+            self.label()
+        );
+        let egress = new[1..new.len() - 1]
+            .iter()
+            .map(|r| r["data"].clone())
+            .collect();
+        (egress, new[new.len() - 1]["data"].clone())
+    }
+}
+
+/// `"127.0.0.1:PORT"`.
+fn lo(port: u16) -> String {
+    format!("127.0.0.1:{port}")
+}
+
+fn argv(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// The sandboxed script started, no attempt succeeded, the host saw nothing.
+fn assert_refused(w: &World, r: &Run, host: &[String]) {
+    let mut why = Vec::new();
+    if !r.started() {
+        why.push(format!(
+            "the command never started inside the sandbox (exit {:?})",
+            r.code
+        ));
+    }
+    for e in r.lines("ESCAPED") {
+        why.push(format!("attempt succeeded inside the sandbox: {e}"));
+    }
+    for h in host {
+        why.push(format!("HOST SAW: {h}"));
+    }
+    assert!(
+        why.is_empty(),
+        "{}: SANDBOX FAILED:\n  - {}\n{}",
+        w.label(),
+        why.join("\n  - "),
+        r.show()
+    );
+}
+
+/// The control reached the host with every attempt (`want` of them are expected).
+fn assert_control(w: &World, r: &Run, host: &[String], want: usize) {
+    let ok = r.started()
+        && r.lines("refused").is_empty()
+        && r.lines("ESCAPED").len() == want
+        && !host.is_empty();
+    assert!(
+        ok,
+        "{}: CONTROL FAILED: without pinfold the attempts must reach the host, or the sandboxed run \
+         proves nothing.\n  host saw: {host:?}\n{}",
+        w.label(),
+        r.show()
+    );
+}
+
+/// A script's line saying the kernel refused to send at all (no route here; no socket at all
+/// or EPERM/EACCES would be stricter layers), as opposed to a timeout waiting for an answer.
+fn kernel_refused(line: &str) -> bool {
+    [
+        "errno=ENETUNREACH",
+        "errno=EAFNOSUPPORT",
+        "errno=EPERM",
+        "errno=EACCES",
+    ]
+    .iter()
+    .any(|e| line.contains(e))
+}
+
+/// The egress records of a run, as `(host, port, outcome)`.
+fn decisions(egress: &[Value]) -> Vec<(String, u64, String)> {
+    egress
+        .iter()
+        .map(|e| {
+            (
+                e["host"].as_str().unwrap_or("?").to_string(),
+                e["port"].as_u64().unwrap_or(0),
+                e["outcome"].as_str().unwrap_or("?").to_string(),
+            )
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1-2. Allowed and blocked hosts, each protocol the proxy speaks
+// ---------------------------------------------------------------------------------------------
+
+both_users!(
+    allowed_host_is_forwarded_and_recorded,
+    bypassing_the_proxy_reaches_nothing,
+    udp_and_dns_reach_nothing,
+    landlock_allows_only_connect_to_the_proxy
+);
+root_only!(
+    tunnel_open_when_the_command_ends_is_recorded,
+    blocked_host_gets_403_and_a_refused_record,
+    special_addresses_and_names_refused,
+    git_ls_remote_over_https_through_connect,
+    pip_download_from_a_local_index
+);
+
+/// Case 1: curl to a listed host goes through the proxy (HTTP forward, and SOCKS5 when only
+/// `ALL_PROXY` is left), reaches the host server, and each decision is an `egress` record
+/// (allowed, host, port, the address connected to, bytes both ways) between `exec_start` and
+/// `exec_end`; `pinfold audit verify` accepts the ledger and `audit tail` shows the records.
+fn allowed_host_is_forwarded_and_recorded(u: User) {
+    let w = World::new(u, "allowed_host_is_forwarded_and_recorded");
+    let a = HostTcp::bind("127.0.0.1");
+    let policy = w.policy(&[lo(a.port)]);
+
+    let r = w.exec(
+        &policy,
+        &argv(&[
+            "curl",
+            "-sS",
+            "-m",
+            "5",
+            &format!("http://127.0.0.1:{}/allowed-http", a.port),
+        ]),
+    );
+    let seen = a.seen();
+    assert!(
+        r.code == Some(0)
+            && r.stdout.contains(&a.body)
+            && seen.len() == 1
+            && seen[0].starts_with("GET /allowed-http "),
+        "{}: curl to the listed host must work through the proxy\n  host saw: {seen:?}\n{}",
+        w.label(),
+        r.show()
+    );
+    let (egress, end) = w.run_records();
+    let addr = lo(a.port);
+    assert!(
+        egress.len() == 1
+            && egress[0]["outcome"] == "allowed"
+            && egress[0]["protocol"] == "http"
+            && egress[0]["host"] == "127.0.0.1"
+            && egress[0]["port"] == a.port
+            && egress[0]["addr"] == addr.as_str()
+            && egress[0]["bytes_up"].as_u64().unwrap_or(0) > 0
+            && egress[0]["bytes_down"].as_u64().unwrap_or(0) > a.body.len() as u64,
+        "{}: expected one allowed http egress record for {addr} with bytes: {egress:#?}",
+        w.label()
+    );
+    assert_eq!(
+        end["sandbox"]["network"],
+        "proxy",
+        "{}: exec_end: {end:#}",
+        w.label()
+    );
+
+    // Without the HTTP variables curl uses ALL_PROXY (socks5h://127.0.0.1:3128).
+    a.clear();
+    let r = w.exec(
+        &policy,
+        &argv(&[
+            "env",
+            "-u",
+            "http_proxy",
+            "-u",
+            "HTTP_PROXY",
+            "curl",
+            "-sS",
+            "-m",
+            "5",
+            &format!("http://127.0.0.1:{}/allowed-socks", a.port),
+        ]),
+    );
+    let seen = a.seen();
+    assert!(
+        r.code == Some(0)
+            && r.stdout.contains(&a.body)
+            && seen.len() == 1
+            && seen[0].starts_with("GET /allowed-socks "),
+        "{}: curl through ALL_PROXY (SOCKS5) to the listed host must work\n  host saw: {seen:?}\n{}",
+        w.label(),
+        r.show()
+    );
+    let (egress, _) = w.run_records();
+    assert!(
+        egress.len() == 1
+            && egress[0]["outcome"] == "allowed"
+            && egress[0]["protocol"] == "socks5"
+            && egress[0]["addr"] == addr.as_str(),
+        "{}: expected one allowed socks5 record: {egress:#?}",
+        w.label()
+    );
+
+    let verify = run_cmd(
+        w.cmd(&argv(&[&pinfold_bin(), "audit", "verify"]), &[]),
+        "pinfold audit verify".into(),
+        TIMEOUT,
+    );
+    assert_eq!(
+        verify.code,
+        Some(0),
+        "{}: the ledger must verify\n{}",
+        w.label(),
+        verify.show()
+    );
+    let tail = run_cmd(
+        w.cmd(&argv(&[&pinfold_bin(), "audit", "tail", "--json"]), &[]),
+        "pinfold audit tail".into(),
+        TIMEOUT,
+    );
+    let egress_lines = tail
+        .stdout
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"egress\""))
+        .count();
+    assert!(
+        tail.code == Some(0) && egress_lines == 2,
+        "{}: `pinfold audit tail --json` must show the two egress records\n{}",
+        w.label(),
+        tail.show()
+    );
+}
+
+/// Case 1, continued: a tunnel still open when the command ends is a connection the command
+/// made, and must be in the ledger like any other. The upstream (HOLD_PY) answers and then
+/// keeps its side open, as slow or long-polling servers do; curl gives up after 1 s, having
+/// received the answer. By SOCKS5 (plain) and by `CONNECT` (TLS, the openssl-made test CA):
+/// the host served the request and curl got the body, so an `allowed` record with the address
+/// and bytes must be between `exec_start` and `exec_end`.
+fn tunnel_open_when_the_command_ends_is_recorded(u: User) {
+    let w = World::new(u, "tunnel_open_when_the_command_ends_is_recorded");
+    let pki = test_pki(&w.base);
+    w.own();
+    let (cert, key) = (pki.join("srv.pem"), pki.join("srv.key"));
+    let plain = PyServer::start_script(HOLD_PY, &w.base, None, w.base.join("hold-plain.log"));
+    let tls = PyServer::start_script(
+        HOLD_PY,
+        &w.base,
+        Some((&cert, &key)),
+        w.base.join("hold-tls.log"),
+    );
+    let policy = w.policy(&[lo(plain.port), lo(tls.port)]);
+    let ca = pki.join("ca.pem").display().to_string();
+    let mut missing = Vec::new();
+    for (what, srv, args) in [
+        (
+            "socks5",
+            &plain,
+            vec![
+                "--proxy".to_string(),
+                format!("socks5h://127.0.0.1:{PROXY_PORT}"),
+                format!("http://127.0.0.1:{}/held-socks", plain.port),
+            ],
+        ),
+        (
+            "connect",
+            &tls,
+            vec![
+                "--cacert".to_string(),
+                ca.clone(),
+                format!("https://127.0.0.1:{}/held-connect", tls.port),
+            ],
+        ),
+    ] {
+        let mut a = argv(&["curl", "-sS", "-m", "1"]);
+        a.extend(args);
+        let r = w.exec(&policy, &a);
+        let served = fs::read_to_string(&srv.log).unwrap_or_default();
+        assert!(
+            r.stdout.contains("held-open-body") && served.contains("served \"GET /held-"),
+            "{}: {what}: the held upstream must have served curl through the proxy\n  server log: {served:?}\n{}",
+            w.label(),
+            r.show()
+        );
+        let (egress, _) = w.run_records();
+        let addr = lo(srv.port);
+        if !egress.iter().any(|e| {
+            e["outcome"] == "allowed"
+                && e["protocol"] == what
+                && e["addr"] == addr.as_str()
+                && e["bytes_down"].as_u64().unwrap_or(0) > 0
+        }) {
+            missing.push(format!(
+                "a {what} tunnel to {addr} carried a request and its answer, but no allowed \
+                 `egress` record for it is between exec_start and exec_end (records: {egress:?})\n{}",
+                r.show()
+            ));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{}: LEDGER INCOMPLETE:\n  - {}",
+        w.label(),
+        missing.join("\n  - ")
+    );
+}
+
+/// Case 2: a host:port not on the list, by HTTP forward, `CONNECT` and SOCKS5: `403` with the
+/// body `pinfold egress: <reason>` (HTTP), curl failing (CONNECT, SOCKS5), one `refused` record
+/// each, and the host listener never contacted. (The listed port of the same address works in
+/// the same run, so the refusals are the allowlist's doing.)
+fn blocked_host_gets_403_and_a_refused_record(u: User) {
+    let w = World::new(u, "blocked_host_gets_403_and_a_refused_record");
+    let (a, b) = (HostTcp::bind("127.0.0.1"), HostTcp::bind("127.0.0.1"));
+    let policy = w.policy(&[lo(a.port)]);
+
+    let r = w.exec(
+        &policy,
+        &argv(&[
+            "curl",
+            "-sS",
+            "-m",
+            "5",
+            "-w",
+            "\nstatus=%{http_code}\n",
+            &format!("http://127.0.0.1:{}/blocked", b.port),
+        ]),
+    );
+    let seen = b.seen();
+    assert!(
+        r.stdout.contains("status=403")
+            && r.stdout
+                .contains("pinfold egress: host and port are not on the allowlist")
+            && seen.is_empty(),
+        "{}: an unlisted port must get 403 with the reason, and the host nothing\n  host saw: {seen:?}\n{}",
+        w.label(),
+        r.show()
+    );
+    let (egress, _) = w.run_records();
+    assert!(
+        egress.len() == 1
+            && egress[0]["outcome"] == "refused"
+            && egress[0]["host"] == "127.0.0.1"
+            && egress[0]["port"] == b.port
+            && egress[0]["addr"].is_null()
+            && egress[0]["reason"]
+                .as_str()
+                .is_some_and(|s| s.contains("not on the allowlist")),
+        "{}: expected one refused record without an address: {egress:#?}",
+        w.label()
+    );
+
+    let r = w.exec(
+        &policy,
+        &w.bash(
+            "blocked",
+            &format!(
+                "t connect curl -sS -m 5 -p http://127.0.0.1:{bp}/connect\n\
+                 t socks5 curl -sS -m 5 --proxy socks5h://127.0.0.1:{PROXY_PORT} http://127.0.0.1:{bp}/socks\n\
+                 curl -sS -m 5 -o /dev/null -w 'allowed=%{{http_code}}\\n' http://127.0.0.1:{ap}/allowed\n",
+                bp = b.port,
+                ap = a.port
+            ),
+        ),
+    );
+    assert_refused(&w, &r, &b.seen());
+    assert!(
+        r.stdout.contains("allowed=200"),
+        "{}: the listed port must work in the same run\n{}",
+        w.label(),
+        r.show()
+    );
+    let (egress, _) = w.run_records();
+    let d = decisions(&egress);
+    let b_port = u64::from(b.port);
+    let want = [
+        ("127.0.0.1".to_string(), b_port, "refused".to_string()),
+        ("127.0.0.1".to_string(), b_port, "refused".to_string()),
+        (
+            "127.0.0.1".to_string(),
+            u64::from(a.port),
+            "allowed".to_string(),
+        ),
+    ];
+    let protocols: Vec<&str> = egress
+        .iter()
+        .map(|e| e["protocol"].as_str().unwrap_or("?"))
+        .collect();
+    assert!(
+        d == want && protocols == ["connect", "socks5", "http"],
+        "{}: expected refused connect, refused socks5, allowed http: {egress:#?}",
+        w.label()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Going around the proxy
+// ---------------------------------------------------------------------------------------------
+
+/// Case 3: with `127.0.0.1:A` listed, a command that ignores the proxy reaches nothing: `curl
+/// --noproxy '*'` to A, `env -u http_proxy -u HTTP_PROXY curl` to an unlisted port B (curl falls
+/// back to `ALL_PROXY`, which refuses it), curl with every proxy variable removed to A, bash's
+/// `/dev/tcp/127.0.0.1/A`, and python3 connecting straight to A on the host's non-loopback
+/// address. The host listeners (bound to 0.0.0.0, so every address reaches them) see nothing;
+/// the same script without pinfold reaches them with every attempt.
+fn bypassing_the_proxy_reaches_nothing(u: User) {
+    let script = |w: &World, a: &HostTcp, b: &HostTcp, ip: &Option<String>| {
+        let tcp_py = w.script(
+            "tcp.py",
+            "import socket, sys\n\
+             try:\n\
+             \x20   s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)\n\
+             except OSError as e:\n\
+             \x20   print(e); sys.exit(1)\n\
+             s.sendall(f'GET {sys.argv[3]} HTTP/1.0\\r\\n\\r\\n'.encode())\n\
+             data = s.recv(4096)\n\
+             print(data.decode(errors='replace'))\n\
+             sys.exit(0 if data else 1)\n",
+        );
+        let mut body = format!(
+            "t noproxy curl -sS -m 3 --noproxy '*' http://127.0.0.1:{ap}/noproxy\n\
+             t env-u-http env -u http_proxy -u HTTP_PROXY curl -sS -f -m 3 http://127.0.0.1:{bp}/env-u-http\n\
+             t env-u-all env -u http_proxy -u HTTP_PROXY -u https_proxy -u HTTPS_PROXY -u all_proxy -u ALL_PROXY curl -sS -m 3 http://127.0.0.1:{ap}/env-u-all\n\
+             t dev-tcp bash -c 'exec 3<>/dev/tcp/127.0.0.1/{ap} && printf \"GET /dev-tcp HTTP/1.0\\r\\n\\r\\n\" >&3 && cat <&3'\n\
+             t python-loopback {PY} {tcp_py} 127.0.0.1 {ap} /python-loopback\n",
+            ap = a.port,
+            bp = b.port
+        );
+        if let Some(ip) = ip {
+            body.push_str(&format!(
+                "t python-direct-ip {PY} {tcp_py} {ip} {ap} /python-direct-ip\n",
+                ap = a.port
+            ));
+        }
+        w.bash("bypass", &body)
+    };
+    let ip = host_ipv4();
+    if ip.is_none() {
+        eprintln!(
+            "bypassing_the_proxy_reaches_nothing: no non-loopback IPv4 address here; the direct-IP sub-case is skipped"
+        );
+    }
+    let attempts = if ip.is_some() { 6 } else { 5 };
+
+    let c = World::new(u, "bypassing_the_proxy_reaches_nothing (control)");
+    let (a, b) = (HostTcp::bind("0.0.0.0"), HostTcp::bind("0.0.0.0"));
+    let r = c.control(&script(&c, &a, &b, &ip));
+    let mut seen = a.seen();
+    seen.extend(b.seen());
+    assert_control(&c, &r, &seen, attempts);
+    assert_eq!(
+        seen.len(),
+        attempts,
+        "{}: control: each attempt must reach the host once: {seen:?}\n{}",
+        c.label(),
+        r.show()
+    );
+
+    let w = World::new(u, "bypassing_the_proxy_reaches_nothing");
+    let (a, b) = (HostTcp::bind("0.0.0.0"), HostTcp::bind("0.0.0.0"));
+    let policy = w.policy(&[lo(a.port)]);
+    let r = w.exec(&policy, &script(&w, &a, &b, &ip));
+    let mut seen = a.seen();
+    seen.extend(b.seen());
+    assert_refused(&w, &r, &seen);
+    // Direct connections die at Landlock (EACCES), not for want of a listener.
+    for what in ["dev-tcp", "python-loopback", "python-direct-ip"] {
+        if let Some(l) = r
+            .lines("refused")
+            .into_iter()
+            .find(|l| l.starts_with(&format!("refused: {what}:")))
+        {
+            assert!(
+                l.contains("Permission denied"),
+                "{}: {what} must fail with EACCES: {l}\n{}",
+                w.label(),
+                r.show()
+            );
+        }
+    }
+    // The only decision the proxy made: the SOCKS5 fallback, refused.
+    let (egress, _) = w.run_records();
+    assert_eq!(
+        decisions(&egress),
+        [(
+            "127.0.0.1".to_string(),
+            u64::from(b.port),
+            "refused".to_string()
+        )],
+        "{}: {egress:#?}",
+        w.label()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. UDP and DNS
+// ---------------------------------------------------------------------------------------------
+
+/// Case 4: UDP to a host socket on 127.0.0.1 and on the host's non-loopback address (the host
+/// answers `pong`; the control gets it), a DNS query to 1.1.1.1:53, a lookup through the
+/// system resolver, and `dig @1.1.1.1` where dig exists. Nothing reaches the host, nothing
+/// answers, and datagrams to anything but the namespace's own loopback are refused by the
+/// kernel at `sendto` (no route): no packet leaves. Each attempt waits at most 1 s.
+fn udp_and_dns_reach_nothing(u: User) {
+    let ip = host_ipv4();
+    let script = |w: &World, l: &HostUdp, g: &Option<(HostUdp, String)>| {
+        let mut targets = vec![format!("('127.0.0.1', {})", l.port)];
+        if let Some((g, ip)) = g {
+            targets.push(format!("('{ip}', {})", g.port));
+        }
+        w.python(
+            "udp",
+            &format!(
+                "for addr in [{targets}]:\n\
+                 \x20   try:\n\
+                 \x20       s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1)\n\
+                 \x20       s.sendto(b'ping-from-sandbox', addr); data, frm = s.recvfrom(100)\n\
+                 \x20       print(f'ESCAPED: udp {{addr}}: got {{data!r}} from {{frm}}')\n\
+                 \x20   except OSError as e:\n\
+                 \x20       print(f'refused: udp {{addr}}: errno={{ename(e.errno)}} {{e}}')\n",
+                targets = targets.join(", ")
+            ),
+        )
+    };
+    let global = |ip: &Option<String>| ip.as_ref().map(|ip| (HostUdp::bind("0.0.0.0"), ip.clone()));
+    let seen = |l: &HostUdp, g: &Option<(HostUdp, String)>| {
+        let mut v = l.seen();
+        if let Some((g, _)) = g {
+            v.extend(g.seen());
+        }
+        v
+    };
+
+    let c = World::new(u, "udp_and_dns_reach_nothing (control)");
+    let (l, g) = (HostUdp::bind("127.0.0.1"), global(&ip));
+    let r = c.control(&script(&c, &l, &g));
+    assert_control(&c, &r, &seen(&l, &g), if g.is_some() { 2 } else { 1 });
+
+    let w = World::new(u, "udp_and_dns_reach_nothing");
+    let (l, g) = (HostUdp::bind("127.0.0.1"), global(&ip));
+    let policy = w.policy(&[lo(1)]);
+    let r = w.exec(&policy, &script(&w, &l, &g));
+    assert_refused(&w, &r, &seen(&l, &g));
+    let (egress, _) = w.run_records();
+    assert!(
+        egress.is_empty(),
+        "{}: UDP must not involve the proxy: {egress:#?}",
+        w.label()
+    );
+    if let Some((_, ip)) = &g {
+        let line = r
+            .lines("refused: udp")
+            .into_iter()
+            .find(|x| x.contains(ip.as_str()))
+            .unwrap_or("");
+        assert!(
+            kernel_refused(line),
+            "{}: UDP to {ip} must fail at sendto (no route), not merely go unanswered: {line:?}\n{}",
+            w.label(),
+            r.show()
+        );
+    }
+
+    // DNS: a query to a public resolver, the system resolver, dig.
+    let q = "exfil-pinfold-test.example.com";
+    let dns = w.python(
+        "dns",
+        &format!(
+            "import struct, time\n\
+             name = {q:?}\n\
+             query = b'\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00' + b''.join(bytes([len(p)]) + p.encode() for p in name.split('.')) + b'\\x00\\x00\\x01\\x00\\x01'\n\
+             t0 = time.monotonic()\n\
+             try:\n\
+             \x20   s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1)\n\
+             \x20   s.sendto(query, ('1.1.1.1', 53))\n\
+             \x20   print('sent: dns query to 1.1.1.1:53 left sendto')\n\
+             \x20   print('ESCAPED: dns answer', s.recvfrom(512))\n\
+             except OSError as e:\n\
+             \x20   print(f'refused: dns 1.1.1.1:53: errno={{ename(e.errno)}} {{e}}')\n\
+             try:\n\
+             \x20   print('ESCAPED: resolver', socket.getaddrinfo(name, 80))\n\
+             except OSError as e:\n\
+             \x20   print(f'refused: resolver: {{e}}')\n\
+             print(f'took {{time.monotonic() - t0:.2f}} s')\n"
+        ),
+    );
+    let r = w.exec(&policy, &dns);
+    assert_refused(&w, &r, &[]);
+    assert!(
+        !r.stdout.contains("sent: dns query")
+            && r.lines("refused: dns 1.1.1.1:53")
+                .iter()
+                .any(|l| kernel_refused(l)),
+        "{}: a DNS query to 1.1.1.1 must fail at sendto (no route), not merely go unanswered\n{}",
+        w.label(),
+        r.show()
+    );
+    let (egress, _) = w.run_records();
+    assert!(
+        egress.is_empty(),
+        "{}: DNS must not involve the proxy: {egress:#?}",
+        w.label()
+    );
+    if Path::new("/usr/bin/dig").exists() {
+        let r = w.exec(
+            &policy,
+            &w.bash("dig", &format!("t dig dig +time=1 +tries=1 @1.1.1.1 {q}")),
+        );
+        assert_refused(&w, &r, &[]);
+        let (egress, _) = w.run_records();
+        assert!(
+            egress.is_empty(),
+            "{}: dig must not involve the proxy: {egress:#?}",
+            w.label()
+        );
+    } else {
+        eprintln!(
+            "udp_and_dns_reach_nothing: dig is not installed; the python3 query to 1.1.1.1:53 stands in for it"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. Landlock inside the namespace
+// ---------------------------------------------------------------------------------------------
+
+/// Case 5: inside, binding a TCP port (IPv4 and IPv6) fails with EACCES, and connecting to a
+/// loopback port other than the proxy's is refused by Landlock (EACCES) rather than finding
+/// nothing there (ECONNREFUSED). The proxy's port itself connects. `listen()` on an unbound
+/// socket gets an ephemeral port from the kernel without `bind()` (Landlock does not see it);
+/// connecting to that port from inside is still EACCES, so such a listener is unreachable.
+/// The control shows the host's answers: bind works, a closed port is ECONNREFUSED.
+fn landlock_allows_only_connect_to_the_proxy(u: User) {
+    let body = "def attempt(name, f):\n\
+                \x20   try:\n\
+                \x20       print(f'RESULT {name} OK {f()}')\n\
+                \x20   except OSError as e:\n\
+                \x20       print(f'RESULT {name} {ename(e.errno)}')\n\
+                def bind(fam, host):\n\
+                \x20   s = socket.socket(fam); s.bind((host, 0)); s.listen(); return s.getsockname()[1]\n\
+                def connect(fam, host, port):\n\
+                \x20   s = socket.socket(fam); s.settimeout(3); s.connect((host, port)); s.close(); return port\n\
+                attempt('bind4', lambda: bind(socket.AF_INET, '127.0.0.1'))\n\
+                attempt('bind6', lambda: bind(socket.AF_INET6, '::1'))\n\
+                attempt('connect4-closed', lambda: connect(socket.AF_INET, '127.0.0.1', 9))\n\
+                attempt('connect6-closed', lambda: connect(socket.AF_INET6, '::1', 9))\n\
+                lsock = socket.socket()\n\
+                try:\n\
+                \x20   lsock.listen(); port = lsock.getsockname()[1]\n\
+                \x20   print(f'RESULT autobind-listen OK {port}')\n\
+                \x20   attempt('connect-autobound', lambda: connect(socket.AF_INET, '127.0.0.1', port))\n\
+                except OSError as e:\n\
+                \x20   print(f'RESULT autobind-listen {ename(e.errno)}')\n\
+                if len(sys.argv) > 1:\n\
+                \x20   attempt('connect-proxy', lambda: connect(socket.AF_INET, '127.0.0.1', int(sys.argv[1])))\n";
+    let results = |r: &Run| -> BTreeMap<String, String> {
+        r.lines("RESULT ")
+            .iter()
+            .filter_map(|l| {
+                let mut p = l.split_whitespace().skip(1);
+                Some((p.next()?.to_string(), p.next()?.to_string()))
+            })
+            .collect()
+    };
+
+    let c = World::new(u, "landlock_allows_only_connect_to_the_proxy (control)");
+    let r = c.control(&c.python("landlock", body));
+    let got = results(&r);
+    assert!(
+        got.get("bind4").map(String::as_str) == Some("OK")
+            && got.get("connect4-closed").map(String::as_str) == Some("ECONNREFUSED")
+            && got.get("connect-autobound").map(String::as_str) == Some("OK"),
+        "{}: CONTROL FAILED: on the host, bind must work and a closed port be ECONNREFUSED: {got:?}\n{}",
+        c.label(),
+        r.show()
+    );
+
+    let w = World::new(u, "landlock_allows_only_connect_to_the_proxy");
+    let policy = w.policy(&[lo(1)]);
+    let mut a = w.python("landlock", body);
+    a.push(PROXY_PORT.to_string());
+    let r = w.exec(&policy, &a);
+    let got = results(&r);
+    let want = [
+        ("bind4", "EACCES"),
+        ("bind6", "EACCES"),
+        ("connect4-closed", "EACCES"),
+        ("connect6-closed", "EACCES"),
+        ("connect-proxy", "OK"),
+    ];
+    let mut why: Vec<String> = want
+        .iter()
+        .filter(|(k, v)| got.get(*k).map(String::as_str) != Some(*v))
+        .map(|(k, v)| format!("{k}: expected {v}, got {:?}", got.get(*k)))
+        .collect();
+    if got.get("autobind-listen").map(String::as_str) == Some("OK")
+        && got.get("connect-autobound").map(String::as_str) != Some("EACCES")
+    {
+        why.push(format!(
+            "an autobound listener was reachable from inside: {:?}",
+            got.get("connect-autobound")
+        ));
+    }
+    assert!(
+        r.started() && why.is_empty(),
+        "{}: LANDLOCK FAILED:\n  - {}\n{}",
+        w.label(),
+        why.join("\n  - "),
+        r.show()
+    );
+    let (_, end) = w.run_records();
+    let ll = &end["sandbox"]["landlock"];
+    assert!(
+        ll["tcp"] == true && ll["tcp_connect_port"] == PROXY_PORT,
+        "{}: exec_end must report Landlock's TCP rules (connect only to {PROXY_PORT}): {end:#}",
+        w.label()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. Special addresses, names, `*.x` versus the apex
+// ---------------------------------------------------------------------------------------------
+
+/// Case 6: through the proxy, with a host listener A on 0.0.0.0 (so every local address reaches
+/// it): the cloud metadata address 169.254.169.254, names not on the list, other addresses of
+/// this host (127.0.0.2, 0.0.0.0, the non-loopback address) on A's port, `localhost` when only
+/// `127.0.0.1:A` is listed — all `403`, `refused` records, A sees nothing. Then `localhost:A`
+/// listed exactly works while `127.0.0.1:A` and `vm`/`runsc` (other names for 127.0.0.1 here,
+/// when /etc/hosts has them) are refused. `*.localhost` is a configuration error (pinfold does
+/// not start); `*.pinfold-test.invalid:A` does not cover the apex or `evil-pinfold-test.invalid`
+/// (not on the list) and its subdomain is refused because it does not resolve. (No name that
+/// resolves here has a subdomain that does, so a wildcard reaching loopback is proven only in
+/// `crates/egress/tests/proxy.rs`, with a fixed resolver table.)
+fn special_addresses_and_names_refused(u: User) {
+    let w = World::new(u, "special_addresses_and_names_refused");
+    let a = HostTcp::bind("0.0.0.0");
+    let p = a.port;
+    let probe = |name: &str, urls: &[String], tail: &str| {
+        let mut body: String = urls
+            .iter()
+            .map(|url| format!("t {url} curl -sS -f -m 5 {url}\n"))
+            .collect();
+        body.push_str(tail);
+        w.bash(name, &body)
+    };
+
+    // Only the IP literal is listed.
+    let policy = w.policy(&[lo(p)]);
+    let mut urls = vec![
+        "http://169.254.169.254/latest/meta-data/".to_string(),
+        format!("http://169.254.169.254:{p}/metadata"),
+        "http://metadata.google.internal/computeMetadata/v1/".to_string(),
+        "http://example.com/".to_string(),
+        format!("http://127.0.0.2:{p}/other-loopback"),
+        format!("http://0.0.0.0:{p}/unspecified"),
+        format!("http://[::ffff:127.0.0.2]:{p}/mapped"),
+        format!("http://localhost:{p}/name-of-listed-ip"),
+    ];
+    if let Some(ip) = host_ipv4() {
+        urls.push(format!("http://{ip}:{p}/host-ip"));
+    }
+    let r = w.exec(&policy, &probe("ip-listed", &urls, ""));
+    assert_refused(&w, &r, &a.seen());
+    let (egress, _) = w.run_records();
+    let d = decisions(&egress);
+    assert!(
+        d.len() == urls.len()
+            && d.iter().all(|(_, _, o)| o == "refused")
+            && egress.iter().all(|e| e["addr"].is_null()),
+        "{}: every one of {} requests must be a refused record with no address: {egress:#?}",
+        w.label(),
+        urls.len()
+    );
+
+    // The name listed exactly.
+    let policy = w.policy(&[format!("localhost:{p}")]);
+    let mut other_names = Vec::new();
+    let hosts = fs::read_to_string("/etc/hosts").unwrap_or_default();
+    for n in ["vm", "runsc"] {
+        if hosts.lines().any(|l| {
+            l.split_whitespace().next() == Some("127.0.0.1")
+                && l.split_whitespace().skip(1).any(|x| x == n)
+        }) {
+            other_names.push(format!("http://{n}:{p}/other-name"));
+        }
+    }
+    let mut urls = vec![format!("http://127.0.0.1:{p}/ip-of-listed-name")];
+    urls.extend(other_names);
+    let exact_probe = format!(
+        "curl -sS -m 5 -o /dev/null -w 'exact=%{{http_code}}\\n' http://localhost:{p}/exact\n"
+    );
+    let r = w.exec(&policy, &probe("name-listed", &urls, &exact_probe));
+    let seen = a.seen();
+    let exact: Vec<&String> = seen
+        .iter()
+        .filter(|s| s.starts_with("GET /exact "))
+        .collect();
+    let others: Vec<String> = seen
+        .iter()
+        .filter(|s| !s.starts_with("GET /exact "))
+        .cloned()
+        .collect();
+    assert_refused(&w, &r, &others);
+    assert!(
+        r.stdout.contains("exact=200") && exact.len() == 1,
+        "{}: `localhost:{p}` listed exactly must reach the host listener\n  host saw: {seen:?}\n{}",
+        w.label(),
+        r.show()
+    );
+    let (egress, _) = w.run_records();
+    assert_eq!(
+        egress.iter().filter(|e| e["outcome"] == "allowed").count(),
+        1,
+        "{}: {egress:#?}",
+        w.label()
+    );
+    a.clear();
+
+    // A wildcard over a special-use name space is not a valid entry: pinfold does not start.
+    let policy = w.policy(&[format!("*.localhost:{p}")]);
+    let r = w.exec(
+        &policy,
+        &probe(
+            "wildcard-localhost",
+            &[format!("http://sub.localhost:{p}/sub")],
+            "",
+        ),
+    );
+    assert!(
+        !r.started()
+            && r.code == Some(2)
+            && r.stderr.contains("invalid host")
+            && a.seen().is_empty(),
+        "{}: `*.localhost` must be a configuration error, nothing run\n{}",
+        w.label(),
+        r.show()
+    );
+    w.skip_records();
+
+    // A wildcard covers subdomains only: not the apex, not a look-alike. `.invalid` names never
+    // resolve (RFC 6761), so the listed subdomain is refused at resolution whatever the host's DNS.
+    let policy = w.policy(&[format!("*.pinfold-test.invalid:{p}")]);
+    let urls = [
+        format!("http://pinfold-test.invalid:{p}/apex"),
+        format!("http://evil-pinfold-test.invalid:{p}/look-alike"),
+        format!("http://sub.pinfold-test.invalid:{p}/sub"),
+    ];
+    let r = w.exec(&policy, &probe("wildcard", &urls, ""));
+    assert_refused(&w, &r, &a.seen());
+    let (egress, _) = w.run_records();
+    let reasons: Vec<(&str, &str)> = egress
+        .iter()
+        .map(|e| {
+            (
+                e["host"].as_str().unwrap_or("?"),
+                e["reason"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert!(
+        egress.len() == 3
+            && egress.iter().all(|e| e["outcome"] == "refused")
+            && reasons[0].1.contains("not on the allowlist")
+            && reasons[1].1.contains("not on the allowlist")
+            && reasons[2].1.contains("does not resolve"),
+        "{}: the apex and the look-alike are not on the list; the subdomain is, and fails to resolve: {reasons:#?}",
+        w.label()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7-8. Real tools: git over HTTPS (CONNECT), pip over HTTP
+// ---------------------------------------------------------------------------------------------
+
+/// A test CA and a server certificate for IP 127.0.0.1 it signed, made with the `openssl` CLI in
+/// `base/pki`: `ca.pem`, `srv.pem`, `srv.key`.
+fn test_pki(base: &Path) -> PathBuf {
+    let pki = base.join("pki");
+    fs::create_dir_all(&pki).expect("mkdir");
+    let ossl = |args: &[&str]| {
+        let o = Command::new("openssl")
+            .args(args)
+            .current_dir(&pki)
+            .output()
+            .expect("run openssl (is it installed?)");
+        assert!(
+            o.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    ossl(
+        &[
+            &["req", "-x509"],
+            &ec[..],
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=pinfold egress test CA",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign",
+            ],
+        ]
+        .concat(),
+    );
+    ossl(
+        &[
+            &["req"],
+            &ec[..],
+            &[
+                "-keyout",
+                "srv.key",
+                "-out",
+                "srv.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+        ]
+        .concat(),
+    );
+    fs::write(
+        pki.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .expect("write");
+    ossl(&[
+        "x509",
+        "-req",
+        "-in",
+        "srv.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "srv.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+
+    pki
+}
+
+/// Case 7: `git ls-remote https://127.0.0.1:PORT/repo.git` inside, through `CONNECT`, against a
+/// bare repository served by python3's http.server over TLS (a certificate for IP 127.0.0.1
+/// from a CA made here with openssl, given to git as `GIT_SSL_CAINFO`). git prints the
+/// branch's commit; the server logged the dumb-HTTP requests; the records are allowed
+/// `connect`s. With the port not listed, git fails and the server logs nothing.
+fn git_ls_remote_over_https_through_connect(u: User) {
+    let w = World::new(u, "git_ls_remote_over_https_through_connect");
+    let pki = test_pki(&w.base);
+
+    // A bare repository with one commit, prepared for dumb HTTP.
+    let www = w.base.join("www");
+    let git = |args: &[&str]| {
+        let o = Command::new("git")
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", &w.base)
+            .envs([
+                ("GIT_AUTHOR_NAME", "t"),
+                ("GIT_AUTHOR_EMAIL", "t@example.invalid"),
+                ("GIT_COMMITTER_NAME", "t"),
+                ("GIT_COMMITTER_EMAIL", "t@example.invalid"),
+            ])
+            .output()
+            .expect("run git");
+        assert!(
+            o.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let bare = www.join("repo.git");
+    let work = w.base.join("work");
+    git(&[
+        "init",
+        "-q",
+        "--bare",
+        "-b",
+        "main",
+        &bare.display().to_string(),
+    ]);
+    git(&["init", "-q", "-b", "main", &work.display().to_string()]);
+    fs::write(work.join("README"), "over the egress proxy\n").expect("write");
+    let wd = work.display().to_string();
+    git(&["-C", &wd, "add", "README"]);
+    git(&["-C", &wd, "commit", "-q", "-m", "initial"]);
+    let head = git(&["-C", &wd, "rev-parse", "HEAD"]);
+    git(&["-C", &wd, "push", "-q", &bare.display().to_string(), "main"]);
+    git(&["-C", &bare.display().to_string(), "update-server-info"]);
+    w.own();
+
+    let srv = PyServer::start(
+        &www,
+        Some((&pki.join("srv.pem"), &pki.join("srv.key"))),
+        w.base.join("git-server.log"),
+    );
+    let ca = pki.join("ca.pem").display().to_string();
+    let url = format!("https://127.0.0.1:{}/repo.git", srv.port);
+    let ls = argv(&["git", "ls-remote", &url]);
+
+    let policy = w.policy(&[lo(srv.port)]);
+    let r = w.exec_env(&policy, &ls, &[("GIT_SSL_CAINFO", &ca)]);
+    let reqs = srv.requests();
+    assert!(
+        r.code == Some(0)
+            && r.stdout.contains(&format!("{head}\trefs/heads/main"))
+            && reqs.iter().any(|l| l.contains("GET /repo.git/info/refs")),
+        "{}: git ls-remote over HTTPS through the proxy must list {head}\n  server log: {reqs:?}\n{}",
+        w.label(),
+        r.show()
+    );
+    let (egress, _) = w.run_records();
+    assert!(
+        !egress.is_empty()
+            && egress.iter().all(|e| e["outcome"] == "allowed"
+                && e["protocol"] == "connect"
+                && e["port"] == srv.port)
+            && egress
+                .iter()
+                .all(|e| e["bytes_down"].as_u64().unwrap_or(0) > 0),
+        "{}: expected allowed connect records with bytes: {egress:#?}",
+        w.label()
+    );
+
+    let before = srv.requests().len();
+    let policy = w.policy(&[lo(1)]);
+    let r = w.exec_env(&policy, &ls, &[("GIT_SSL_CAINFO", &ca)]);
+    let after = srv.requests();
+    assert!(
+        r.code != Some(0) && after.len() == before && r.stderr.contains("403"),
+        "{}: with the port not listed, git must fail with the proxy's 403 and the server see nothing\n  server log: {after:?}\n{}",
+        w.label(),
+        r.show()
+    );
+    let (egress, _) = w.run_records();
+    assert!(
+        !egress.is_empty()
+            && egress
+                .iter()
+                .all(|e| e["outcome"] == "refused" && e["protocol"] == "connect"),
+        "{}: {egress:#?}",
+        w.label()
+    );
+}
+
+/// Case 8: `pip download --no-deps --index-url http://127.0.0.1:PORT/simple demo -d out` inside,
+/// through the proxy (HTTP forward), against a python3 http.server serving a PEP 503 index with
+/// a hand-made wheel. The wheel lands in the project, byte for byte; the server logged the
+/// index and file requests; the records are allowed. With the port not listed, pip fails and
+/// the server logs nothing.
+fn pip_download_from_a_local_index(u: User) {
+    let w = World::new(u, "pip_download_from_a_local_index");
+    let idx = w.base.join("index");
+    let wheel = idx.join("files/demo-1.0-py3-none-any.whl");
+    fs::create_dir_all(wheel.parent().expect("parent")).expect("mkdir");
+    fs::create_dir_all(idx.join("simple/demo")).expect("mkdir");
+    let mk = w.base.join("mkwheel.py");
+    fs::write(&mk, MKWHEEL_PY).expect("write");
+    let o = Command::new(PY)
+        .arg(&mk)
+        .arg(&wheel)
+        .output()
+        .expect("run python3");
+    assert!(
+        o.status.success(),
+        "make the wheel: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let bytes = fs::read(&wheel).expect("read the wheel");
+    let sha = {
+        let o = Command::new("sha256sum")
+            .arg(&wheel)
+            .output()
+            .expect("sha256sum");
+        String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .next()
+            .expect("a digest")
+            .to_string()
+    };
+    fs::write(
+        idx.join("simple/demo/index.html"),
+        format!("<!DOCTYPE html>\n<html><body><a href=\"/files/demo-1.0-py3-none-any.whl#sha256={sha}\">demo-1.0-py3-none-any.whl</a></body></html>\n"),
+    )
+    .expect("write the index");
+    w.own();
+    let srv = PyServer::start(&idx, None, w.base.join("pip-server.log"));
+
+    let pip = argv(&[
+        PY,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        "--index-url",
+        &format!("http://127.0.0.1:{}/simple", srv.port),
+        "demo",
+        "-d",
+        "out",
+    ]);
+    // No pip configuration from the host (find-links, certificates).
+    let env = [("PIP_CONFIG_FILE", "/dev/null")];
+    let policy = w.policy(&[lo(srv.port)]);
+    let r = w.exec_env(&policy, &pip, &env);
+    let got = fs::read(w.proj.join("out/demo-1.0-py3-none-any.whl")).ok();
+    let reqs = srv.requests();
+    assert!(
+        r.code == Some(0)
+            && got.as_deref() == Some(&bytes[..])
+            && reqs.iter().any(|l| l.contains("GET /simple/demo/"))
+            && reqs
+                .iter()
+                .any(|l| l.contains("GET /files/demo-1.0-py3-none-any.whl")),
+        "{}: pip download through the proxy must save the wheel in the project\n  server log: {reqs:?}\n{}",
+        w.label(),
+        r.show()
+    );
+    let (egress, _) = w.run_records();
+    assert!(
+        egress.len() >= 2
+            && egress
+                .iter()
+                .all(|e| e["outcome"] == "allowed" && e["port"] == srv.port),
+        "{}: expected allowed records for the index and the file: {egress:#?}",
+        w.label()
+    );
+
+    fs::remove_dir_all(w.proj.join("out")).expect("remove out");
+    let before = srv.requests().len();
+    let policy = w.policy(&[lo(1)]);
+    let mut pip_fast = pip.clone();
+    pip_fast.splice(3..3, argv(&["--retries", "0", "--timeout", "3"]));
+    let r = w.exec_env(&policy, &pip_fast, &env);
+    let after = srv.requests();
+    assert!(
+        r.code != Some(0)
+            && after.len() == before
+            && !w.proj.join("out/demo-1.0-py3-none-any.whl").exists(),
+        "{}: with the port not listed, pip must fail and the server see nothing\n  server log: {after:?}\n{}",
+        w.label(),
+        r.show()
+    );
+    let (egress, _) = w.run_records();
+    assert!(
+        !egress.is_empty() && egress.iter().all(|e| e["outcome"] == "refused"),
+        "{}: {egress:#?}",
+        w.label()
+    );
+}
