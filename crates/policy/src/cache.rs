@@ -16,7 +16,7 @@
 //! themselves: whoever can write it can change the verdicts. The sandbox keeps it read-only
 //! for confined commands (see `docs/design/threat-model.md`).
 
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -58,9 +58,62 @@ struct Header {
 // so rule i is found without parsing the others.
 
 fn hash_bytes(b: &[u8]) -> u64 {
-    let mut h = DefaultHasher::new();
+    let mut h = KeyHasher::default();
     b.hash(&mut h);
     h.finish()
+}
+
+/// The hash of cache keys and of the files an entry depends on: 64 bits over the full
+/// content, 16 bytes per step (a multiply folded to 64 bits, then mixed into a state that no
+/// block can reset). It replaced SipHash, which spent a tenth of a whole `check` on a
+/// 45 KB policy file (docs/benchmarks.md). Like SipHash with its fixed public keys before it,
+/// it is no defence against someone crafting a collision: whoever can write the policy files
+/// or the cache decides the verdicts anyway.
+#[derive(Default)]
+struct KeyHasher {
+    state: u64,
+}
+
+const K0: u64 = 0x9e37_79b9_7f4a_7c15;
+const K1: u64 = 0xc2b2_ae3d_27d4_eb4f;
+const K2: u64 = 0x1656_67b1_9e37_79f9;
+const K3: u64 = 0xd6e8_feb8_6659_fd93;
+
+/// The 128-bit product of `a` and `b`, its halves xored.
+fn fold(a: u64, b: u64) -> u64 {
+    let m = u128::from(a) * u128::from(b);
+    (m as u64) ^ ((m >> 64) as u64)
+}
+
+impl KeyHasher {
+    /// One 16-byte block into the state: a bijection of the state for any block, so no
+    /// block can make it forget what came before.
+    fn block(&mut self, a: u64, b: u64) {
+        self.state = (self.state ^ fold(a ^ K1, b ^ K2)).wrapping_mul(K3).rotate_left(23);
+    }
+}
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        // The length first: bytes split differently across calls hash differently.
+        self.block(bytes.len() as u64, K0);
+        let mut blocks = bytes.chunks_exact(16);
+        for c in &mut blocks {
+            let (a, b) = c.split_at(8);
+            self.block(u64::from_le_bytes(a.try_into().expect("8 bytes")), u64::from_le_bytes(b.try_into().expect("8 bytes")));
+        }
+        let rest = blocks.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 16];
+            last[..rest.len()].copy_from_slice(rest);
+            let (a, b) = last.split_at(8);
+            self.block(u64::from_le_bytes(a.try_into().expect("8 bytes")), u64::from_le_bytes(b.try_into().expect("8 bytes")));
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        fold(self.state ^ K0, self.state.rotate_left(32) ^ K1) ^ self.state
+    }
 }
 
 /// Load the policy for `opts`, from the cache in `dir` when a valid entry exists.
@@ -82,7 +135,7 @@ pub fn load_cached(opts: &LoadOptions, dir: &Path) -> Result<Policy, LoadError> 
 /// The key for `opts`, and the layer files it covers. `None` if discovery fails.
 fn cache_key(opts: &LoadOptions) -> Option<(u64, Vec<PathBuf>)> {
     let (layers, root) = config::layer_files(opts).ok()?;
-    let mut h = DefaultHasher::new();
+    let mut h = KeyHasher::default();
     MAGIC.hash(&mut h);
     env!("CARGO_PKG_VERSION").hash(&mut h);
     // Covers this crate's code and its embedded presets (build.rs hashes both), so a build
@@ -103,18 +156,17 @@ fn cache_key(opts: &LoadOptions) -> Option<(u64, Vec<PathBuf>)> {
 /// Open a cache entry: read the header, index and offset records; rules stay on disk until a
 /// command needs them. `None` for anything amiss (the caller then loads from the files).
 fn from_entry(path: &Path) -> Option<Policy> {
-    use std::os::unix::fs::FileExt;
+    use std::io::Read;
     let file = std::fs::File::open(path).ok()?;
-    // The magic line and the header line: read in chunks until the second newline.
+    // Read front to back, into memory that is not zeroed first: the magic line and the
+    // header line in 8 KiB steps until the second newline, then the rest of the index and
+    // offset records after what those steps already brought in.
     let mut head = Vec::with_capacity(8192);
-    let mut chunk = vec![0u8; 8192];
     let header_end = loop {
-        let n = file.read_at(&mut chunk, head.len() as u64).ok()?;
-        if n == 0 {
+        let before = head.len();
+        if (&file).take(8192).read_to_end(&mut head).ok()? == 0 {
             return None;
         }
-        let before = head.len();
-        head.extend_from_slice(&chunk[..n]);
         let mut newlines = head.iter().enumerate().filter(|(_, c)| **c == b'\n').map(|(i, _)| i);
         let first = newlines.next();
         if let (Some(_), Some(second)) = (first, newlines.next()) {
@@ -134,9 +186,18 @@ fn from_entry(path: &Path) -> Option<Policy> {
             return None;
         }
     }
-    // Index lines and offset records, in one read.
-    let mut section = vec![0u8; header.index_len + header.rule_count * 16];
-    file.read_exact_at(&mut section, header_end as u64).ok()?;
+    // Index lines and offset records.
+    let want = header.index_len.checked_add(header.rule_count.checked_mul(16)?)?;
+    let mut section = head.split_off(header_end);
+    if section.len() < want {
+        let more = want - section.len();
+        section.reserve_exact(more);
+        (&file).take(more as u64).read_to_end(&mut section).ok()?;
+    }
+    if section.len() < want {
+        return None;
+    }
+    section.truncate(want);
     let records = section.split_off(header.index_len);
     let mut cells = Vec::with_capacity(header.rule_count);
     cells.resize_with(header.rule_count, std::sync::OnceLock::new);
@@ -288,6 +349,39 @@ mod tests {
         std::fs::write(&entry, &text[..20]).unwrap();
         let p = load_cached(&o, &cache).unwrap();
         assert_eq!(p.judge("rm x", &proj).decision, Action::Deny);
+    }
+
+    /// Every one-byte change, and every one-bit change of a byte, anywhere in a file
+    /// (blocks, the tail, the boundary) gives another hash; so do a byte added or removed.
+    #[test]
+    fn key_hash_sees_every_change() {
+        let base: Vec<u8> = (0..100u32).map(|i| b'a' + (i * 7 % 26) as u8).collect();
+        let mut seen = std::collections::HashSet::new();
+        assert!(seen.insert(hash_bytes(&base)));
+        for i in 0..base.len() {
+            for bit in 0..8 {
+                let mut v = base.clone();
+                v[i] ^= 1 << bit;
+                assert!(seen.insert(hash_bytes(&v)), "byte {i} bit {bit}");
+            }
+        }
+        for n in 0..base.len() {
+            assert!(seen.insert(hash_bytes(&base[..n])), "prefix {n}");
+        }
+        let mut longer = base.clone();
+        longer.push(0);
+        assert!(seen.insert(hash_bytes(&longer)));
+        // Blocks swapped, and the same bytes split across two writes differently.
+        let mut swapped = base.clone();
+        swapped[..32].rotate_left(16);
+        assert!(seen.insert(hash_bytes(&swapped)));
+        let split = |at: usize| {
+            let mut h = KeyHasher::default();
+            h.write(&base[..at]);
+            h.write(&base[at..]);
+            h.finish()
+        };
+        assert_ne!(split(10), split(11));
     }
 
     #[test]
