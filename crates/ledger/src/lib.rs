@@ -674,14 +674,17 @@ fn last_line(file: &File, path: &Path, len: u64) -> Result<Option<LastLine>, Err
         let start = len.saturating_sub(window);
         let mut buf = vec![0u8; (len - start) as usize];
         file.read_exact_at(&mut buf, start).map_err(io)?;
-        let Some(last_nl) = memchr::memrchr(b'\n', &buf) else {
+        // A plain backward scan, not `memchr::memrchr`: the line is a few hundred bytes
+        // from the end, and memchr's first call probes the CPU's features (`cpuid`, a trap
+        // to the hypervisor on a VM), a cost every `pinfold check` paid for this one search.
+        let Some(last_nl) = buf.iter().rposition(|&c| c == b'\n') else {
             if start == 0 {
                 return Ok(None);
             }
             window *= 4;
             continue;
         };
-        let line_start = match memchr::memrchr(b'\n', &buf[..last_nl]) {
+        let line_start = match buf[..last_nl].iter().rposition(|&c| c == b'\n') {
             Some(p) => p + 1,
             None if start == 0 => 0,
             None => {
