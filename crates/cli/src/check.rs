@@ -45,7 +45,12 @@ pub fn run(args: CheckArgs) -> Result<i32, Error> {
         writeln!(out, "{}: {}", j.decision, j.reason)
     };
     written.map_err(|e| Error::new("cannot write the verdict").cause(e))?;
-    Ok(code(j.decision))
+    let code = code(j.decision);
+    // The process exits next: freeing the policy one allocation at a time (its index, a cell
+    // per rule, the configuration) would only cost time, about 3 % of a `check`'s
+    // instructions with 1,000 rules. The kernel closes its files.
+    std::mem::forget(policy);
+    Ok(code)
 }
 
 fn code(a: Action) -> i32 {
