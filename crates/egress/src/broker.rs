@@ -40,7 +40,8 @@ use tokio_rustls::client::TlsStream;
 
 use crate::host::{Host, HostPattern};
 use crate::proxy::{
-    Body, Counted, Event, Expect, Outcome, Proxy, Refusal, Rewind, Target, refuse, strip_hop_by_hop,
+    Body, Counted, Event, Expect, Outcome, PendingEvent, Proxy, Refusal, Rewind, Target, refuse,
+    strip_hop_by_hop,
 };
 use crate::tls::Hello;
 
@@ -672,12 +673,11 @@ impl Proxy {
                 }
             };
         event.credential = Some(s.ep.credential.clone());
-        let this_sink = self.sink.clone();
+        // Sent when the upstream connection ends, or when its task is cancelled first.
+        let pending = PendingEvent::new(self.sink.clone(), event, counters);
         tokio::spawn(async move {
             let _ = conn.await;
-            event.bytes_up = counters.0.load(Ordering::Relaxed);
-            event.bytes_down = counters.1.load(Ordering::Relaxed);
-            this_sink(event);
+            drop(pending);
         });
 
         // Origin form; Host names the endpoint; the client's values of the header are all

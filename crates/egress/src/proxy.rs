@@ -588,12 +588,22 @@ impl Proxy {
         C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let (mut client_r, mut client_w) = tokio::io::split(client);
-        let (mut up_r, mut up_w) = upstream.into_split();
+        let (up_r, up_w) = upstream.into_split();
+        // Bytes are counted as they pass, and the event goes out when this guard is dropped:
+        // at the end of the tunnel, or if the task is cancelled while the tunnel is open.
+        let counters = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+        let mut up_r = Counted { inner: up_r, counters: counters.clone() };
+        let mut up_w = Counted { inner: up_w, counters: counters.clone() };
+        event.bytes_up = 0;
+        event.bytes_down = 0;
+        let mut pending = PendingEvent::new(self.sink.clone(), event, counters);
         let down = tokio::spawn(async move {
             let n = tokio::io::copy(&mut up_r, &mut client_w).await.unwrap_or(0);
             let _ = client_w.shutdown().await;
             n
         });
+        // The copy toward the client runs in its own task: cancel it with the tunnel.
+        let mut down = AbortOnDrop(down);
         let mut buf = Vec::new();
         let check = tokio::time::timeout(
             self.config.limits.handshake_timeout,
@@ -613,22 +623,21 @@ impl Proxy {
             (Ok(Ok(hello)), expect) => expect.check(&hello),
         };
         if let Some(r) = refusal {
-            down.abort();
-            event.outcome = Outcome::Refused(r);
-            self.emit(event);
+            down.0.abort();
+            if let Some(e) = pending.event.as_mut() {
+                e.outcome = Outcome::Refused(r);
+            }
             return;
         }
-        let mut up = buf.len() as u64;
         let relay = async {
             up_w.write_all(&buf).await?;
-            let n = tokio::io::copy(&mut client_r, &mut up_w).await?;
+            tokio::io::copy(&mut client_r, &mut up_w).await?;
             let _ = up_w.shutdown().await;
-            Ok::<u64, io::Error>(n)
+            Ok::<(), io::Error>(())
         };
-        up += relay.await.unwrap_or(0);
-        event.bytes_up = up;
-        event.bytes_down = down.await.unwrap_or(0);
-        self.emit(event);
+        let _ = relay.await;
+        let _ = (&mut down.0).await;
+        drop(pending);
     }
 
     async fn handle_forward(
@@ -702,12 +711,10 @@ impl Proxy {
                     return refuse(StatusCode::BAD_GATEWAY, "upstream handshake failed");
                 }
             };
-        let this = self.clone();
+        let pending = PendingEvent::new(self.sink.clone(), event, counters);
         tokio::spawn(async move {
             let _ = conn.await;
-            event.bytes_up = counters.0.load(Ordering::Relaxed);
-            event.bytes_down = counters.1.load(Ordering::Relaxed);
-            this.emit(event);
+            drop(pending);
         });
 
         // Origin form upstream; Host is the host that was judged, whatever the client sent.
@@ -916,6 +923,41 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
 }
 
 /// An upstream stream that counts bytes written (up) and read (down).
+/// A spawned task aborted when its handle is dropped.
+pub(crate) struct AbortOnDrop<T>(pub(crate) tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The event of a connection still in use, delivered exactly once: when the guard is dropped
+/// — at the connection's end, or when its task is cancelled mid-way (the runtime shut down
+/// while a tunnel or a response was still open) — with the bytes counted so far. Without it a
+/// connection open when the proxy stops would leave no event at all.
+pub(crate) struct PendingEvent {
+    sink: EventSink,
+    pub(crate) event: Option<Event>,
+    pub(crate) counters: Arc<(AtomicU64, AtomicU64)>,
+}
+
+impl PendingEvent {
+    pub(crate) fn new(sink: EventSink, event: Event, counters: Arc<(AtomicU64, AtomicU64)>) -> PendingEvent {
+        PendingEvent { sink, event: Some(event), counters }
+    }
+}
+
+impl Drop for PendingEvent {
+    fn drop(&mut self) {
+        if let Some(mut e) = self.event.take() {
+            e.bytes_up = e.bytes_up.max(self.counters.0.load(Ordering::Relaxed));
+            e.bytes_down = e.bytes_down.max(self.counters.1.load(Ordering::Relaxed));
+            (self.sink)(e);
+        }
+    }
+}
+
 pub(crate) struct Counted<S> {
     pub(crate) inner: S,
     pub(crate) counters: Arc<(AtomicU64, AtomicU64)>,
