@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{self, Config, ConfigError, LoadOptions};
-use crate::judge::{Index, Policy, PolicyError, RuleStore};
+use crate::judge::{Cells, Index, Policy, PolicyError, RuleStore};
 
 const MAGIC: &str = "PINFOLD-POLICY-CACHE 1";
 /// Old entries beyond this many are removed when a new one is written.
@@ -186,24 +186,26 @@ fn from_entry(path: &Path) -> Option<Policy> {
             return None;
         }
     }
-    // Index lines and offset records.
-    let want = header.index_len.checked_add(header.rule_count.checked_mul(16)?)?;
-    let mut section = head.split_off(header_end);
-    if section.len() < want {
-        let more = want - section.len();
-        section.reserve_exact(more);
-        (&file).take(more as u64).read_to_end(&mut section).ok()?;
+    // The index lines, then the offset records, each read into its own buffer (bytes the
+    // header's read brought in moved over, not read again).
+    let mut index = head.split_off(header_end);
+    let mut records = if index.len() > header.index_len { index.split_off(header.index_len) } else { Vec::new() };
+    let records_len = header.rule_count.checked_mul(16)?;
+    for (buf, want) in [(&mut index, header.index_len), (&mut records, records_len)] {
+        if buf.len() < want {
+            let more = want - buf.len();
+            buf.reserve_exact(more);
+            (&file).take(more as u64).read_to_end(buf).ok()?;
+        }
+        if buf.len() < want {
+            return None;
+        }
+        buf.truncate(want);
     }
-    if section.len() < want {
-        return None;
-    }
-    section.truncate(want);
-    let records = section.split_off(header.index_len);
-    let mut cells = Vec::with_capacity(header.rule_count);
-    cells.resize_with(header.rule_count, std::sync::OnceLock::new);
+    let cells = Cells::new(header.rule_count);
     Some(Policy {
         config: header.config,
-        by_name: Index::Lines(section),
+        by_name: Index::Lines(index),
         store: RuleStore::Lazy { file, records, cells },
         wildcard: header.wildcard,
     })

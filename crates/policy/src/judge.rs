@@ -61,11 +61,39 @@ pub(crate) enum RuleStore {
         file: std::fs::File,
         /// Offset records: 16 hex digits per rule (start and end in the entry), in memory.
         records: Vec<u8>,
-        /// One cell per rule, decoded on first use. Boxed: a `Rule` is a few hundred bytes,
-        /// and 1,000 of them inline made a 360 KiB array that every `pinfold check` had to
-        /// map, zero and unmap (16 bytes a cell now).
-        cells: Vec<std::sync::OnceLock<Option<Box<Rule>>>>,
+        /// One cell per rule, decoded on first use.
+        cells: Cells,
     },
+}
+
+/// Rules decoded from a cache entry, one cell each, the cells made in blocks of
+/// [`CELL_BLOCK`] when one of their rules is first needed. A check decodes a handful of a
+/// policy's rules: cells for all of them up front were 16 KiB to allocate and write on every
+/// `pinfold check` with 1,000 rules. (Boxed: a `Rule` is a few hundred bytes, and 1,000 of
+/// them inline made a 360 KiB array that every check mapped, zeroed and unmapped.)
+#[derive(Debug)]
+pub(crate) struct Cells {
+    len: usize,
+    blocks: Vec<std::sync::OnceLock<Box<[RuleCell]>>>,
+}
+
+type RuleCell = std::sync::OnceLock<Option<Box<Rule>>>;
+
+const CELL_BLOCK: usize = 64;
+
+impl Cells {
+    pub(crate) fn new(len: usize) -> Cells {
+        let mut blocks = Vec::new();
+        blocks.resize_with(len.div_ceil(CELL_BLOCK), std::sync::OnceLock::new);
+        Cells { len, blocks }
+    }
+
+    fn get(&self, i: usize) -> Option<&RuleCell> {
+        if i >= self.len {
+            return None;
+        }
+        self.blocks[i / CELL_BLOCK].get_or_init(|| (0..CELL_BLOCK).map(|_| RuleCell::new()).collect()).get(i % CELL_BLOCK)
+    }
 }
 
 /// Rule indices by key.
@@ -121,7 +149,7 @@ impl RuleStore {
     pub(crate) fn len(&self) -> usize {
         match self {
             RuleStore::Eager(v) => v.len(),
-            RuleStore::Lazy { cells, .. } => cells.len(),
+            RuleStore::Lazy { cells, .. } => cells.len,
         }
     }
 
