@@ -29,6 +29,7 @@ work=$(mktemp -d)
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true # the servers are gone before their directory is
     rm -rf "$work"
 }
 trap cleanup EXIT
