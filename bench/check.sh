@@ -3,6 +3,10 @@
 # floor (a bare Rust process, /bin/true) — one hyperfine run, medians and ratios.
 #
 #   bench/check.sh            # writes bench/results/check.json and prints a table
+#   OLD=/tmp/pinfold-old ROUNDS=5 RUNS=500 bench/check.sh
+#                             # also times another build (say, of the commit before a change)
+#                             # in the same hyperfine runs; ROUNDS repeats the whole run and
+#                             # the table gives each command's median of the round medians
 #
 # Needs hyperfine (apt-get install hyperfine). The release build is static (see
 # .cargo/config.toml); a dynamically linked build is timed beside it for comparison.
@@ -29,8 +33,18 @@ export PINFOLD_STATE_DIR="$work/state"
 # Fill the cache once (the first check after a policy edit pays the full load).
 $dyn check -c "$work/big.toml" -- 'git status' >/dev/null
 $sta check -c "$work/big.toml" -- 'git status' >/dev/null
+old=()
+if [ -n "${OLD:-}" ]; then
+    $OLD check -c "$work/big.toml" -- 'git status' >/dev/null
+    old=(-n "check-1000-old" "$OLD check -c $work/big.toml -- 'git status'")
+fi
 
-hyperfine -N --warmup 100 --runs "${RUNS:-2000}" --export-json "$out/check.json" \
+uptime
+rounds=${ROUNDS:-1}
+for r in $(seq "$rounds"); do
+json="$out/check.json"
+[ "$rounds" -gt 1 ] && json="$out/check-$r.json"
+hyperfine -N --warmup 100 --runs "${RUNS:-2000}" --export-json "$json" \
     -n "true" "/bin/true" \
     -n "bare-rust" "$work/bare" \
     -n "bare-rust-static" "$work/bare-static" \
@@ -38,14 +52,23 @@ hyperfine -N --warmup 100 --runs "${RUNS:-2000}" --export-json "$out/check.json"
     -n "check-1000-dynamic" "$dyn check -c $work/big.toml -- 'git status'" \
     -n "check-default" "$sta check -- 'git status'" \
     -n "check-1000-nocache" "env PINFOLD_NO_CACHE=1 $sta check -c $work/big.toml -- 'git status'" \
+    "${old[@]}" \
     >/dev/null
+done
+uptime
 
-python3 - "$out/check.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))["results"]
-base = {r["command"]: r["median"] for r in d}
-bare = base["bare-rust"]
-print(f"{'command':24} {'median':>9} {'mean':>9} {'vs bare':>8}")
-for r in d:
-    print(f"{r['command']:24} {r['median']*1e3:8.3f}ms {r['mean']*1e3:8.3f}ms {r['median']/bare:7.2f}x")
+python3 - "$out" "$rounds" <<'PY'
+import json, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+files = [f"{out}/check.json"] if rounds == 1 else [f"{out}/check-{r}.json" for r in range(1, rounds + 1)]
+runs = [json.load(open(f))["results"] for f in files]
+names = [r["command"] for r in runs[0]]
+med = {n: [next(r["median"] for r in d if r["command"] == n) for d in runs] for n in names}
+mean = {n: [next(r["mean"] for r in d if r["command"] == n) for d in runs] for n in names}
+bare = statistics.median(med["bare-rust"])
+print(f"{'command':24} {'median':>9} {'mean':>9} {'vs bare':>8}" + ("  round medians" if rounds > 1 else ""))
+for n in names:
+    m = statistics.median(med[n])
+    rm = "  " + " ".join(f"{x*1e3:.3f}" for x in med[n]) if rounds > 1 else ""
+    print(f"{n:24} {m*1e3:8.3f}ms {statistics.median(mean[n])*1e3:8.3f}ms {m/bare:7.2f}x{rm}")
 PY
