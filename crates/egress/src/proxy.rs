@@ -598,7 +598,7 @@ impl Proxy {
         event.bytes_down = 0;
         let mut pending = PendingEvent::new(self.sink.clone(), event, counters);
         let down = tokio::spawn(async move {
-            let n = tokio::io::copy(&mut up_r, &mut client_w).await.unwrap_or(0);
+            let n = relay(&mut up_r, &mut client_w).await.unwrap_or(0);
             let _ = client_w.shutdown().await;
             n
         });
@@ -629,13 +629,13 @@ impl Proxy {
             }
             return;
         }
-        let relay = async {
+        let upward = async {
             up_w.write_all(&buf).await?;
-            tokio::io::copy(&mut client_r, &mut up_w).await?;
+            relay(&mut client_r, &mut up_w).await?;
             let _ = up_w.shutdown().await;
             Ok::<(), io::Error>(())
         };
-        let _ = relay.await;
+        let _ = upward.await;
         let _ = (&mut down.0).await;
         drop(pending);
     }
@@ -794,6 +794,31 @@ impl Expect {
                 (!same).then(|| Refusal::SniMismatch { sni: sni.clone() })
             }
         }
+    }
+}
+
+/// Bytes a tunnel moves per read and write, each way. `tokio::io::copy` moves 8 KiB at a
+/// time: a recv and a send per 8 KiB, whose per-call cost is a large share of the proxy's CPU on a
+/// fast link (docs/benchmarks.md, egress). 64 KiB, one loopback segment, cuts the calls
+/// eightfold; two buffers per tunnel, 128 MiB at the 1024-connection limit.
+const RELAY_BUF: usize = 64 * 1024;
+
+/// Copy until end of file through one [`RELAY_BUF`] buffer; the count copied.
+async fn relay<R, W>(r: &mut R, w: &mut W) -> io::Result<u64>
+where
+    R: AsyncRead + Unpin + ?Sized,
+    W: AsyncWrite + Unpin + ?Sized,
+{
+    let mut buf = vec![0u8; RELAY_BUF];
+    let mut total = 0u64;
+    loop {
+        let n = r.read(&mut buf).await?;
+        if n == 0 {
+            w.flush().await?;
+            return Ok(total);
+        }
+        w.write_all(&buf[..n]).await?;
+        total += n as u64;
     }
 }
 
