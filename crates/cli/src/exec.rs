@@ -216,6 +216,17 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
     // pinfold's own configuration and cache are never writable from inside: whoever writes
     // them changes the verdicts.
     sp.write_deny.extend(config.files.iter().cloned());
+    // Nor can a command create one where discovery would find it: every name a project policy
+    // file may have (`pinfold.*` and `pinfold.local.*`, each extension), in the project root
+    // and in each directory from there down to the working directory. A policy file made from
+    // inside would decide the verdicts of the commands that follow.
+    for dir in policy_dirs(root, &cwd) {
+        for stem in ["pinfold", "pinfold.local"] {
+            for ext in ["toml", "yaml", "yml", "json"] {
+                sp.write_deny.push(dir.join(format!("{stem}.{ext}")));
+            }
+        }
+    }
     if let Some(x) = env_path("XDG_CONFIG_HOME").or_else(|| home.as_ref().map(|h| h.join(".config"))) {
         sp.write_deny.push(x.join("pinfold"));
     }
@@ -394,6 +405,21 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
             Ok(exit::EXEC_SETUP)
         }
     }
+}
+
+/// The directories where a project policy file would be found for a command run in `cwd`:
+/// the project root and each directory below it down to `cwd` (just the root when `cwd` is
+/// not inside it).
+fn policy_dirs(root: &Path, cwd: &Path) -> Vec<PathBuf> {
+    let mut dirs = vec![root.to_path_buf()];
+    if let Ok(rest) = cwd.strip_prefix(root) {
+        let mut d = root.to_path_buf();
+        for c in rest.components() {
+            d.push(c);
+            dirs.push(d.clone());
+        }
+    }
+    dirs
 }
 
 /// The SandboxReport as recorded at the end of a run: the layers and what they granted, with

@@ -957,6 +957,7 @@ both_users!(
     git_hooks_new_file,
     pinfold_config_write,
     pinfold_config_new_default_preset,
+    pinfold_config_new_under_working_dir,
     placeholders_outlive_a_concurrent_run,
     audit_ledger_out_of_reach,
     shell_rc_files_default_preset,
@@ -1129,12 +1130,7 @@ fn pinfold_config_write(u: User) {
 
 /// ESCAPES 5-6 under the embedded default preset: pinfold's config files that do not exist yet.
 fn pinfold_config_new_default_preset(u: User) {
-    let names = [
-        "pinfold.toml",
-        "pinfold.local.toml",
-        "pinfold.yaml",
-        "pinfold.json",
-    ];
+    let names = POLICY_NAMES;
     attack_case(
         u,
         "pinfold_config_new_default_preset",
@@ -1153,6 +1149,59 @@ fn pinfold_config_new_default_preset(u: User) {
                 .collect()
         },
     );
+}
+
+/// Every name policy discovery reads (`find_one` in crates/policy/src/config/load.rs).
+const POLICY_NAMES: [&str; 8] = [
+    "pinfold.toml",
+    "pinfold.yaml",
+    "pinfold.yml",
+    "pinfold.json",
+    "pinfold.local.toml",
+    "pinfold.local.yaml",
+    "pinfold.local.yml",
+    "pinfold.local.json",
+];
+
+/// ESCAPES 5-6 from a working directory below the project root: a policy file made in it
+/// would be the nearest one for the commands that follow there (and a `pinfold.local.*` beside
+/// the root's policy would add to it). Whatever the preset says, no name discovery reads may be
+/// created, in the root or in the working directory.
+fn pinfold_config_new_under_working_dir(u: User) {
+    let setup = |fx: &mut Fx| {
+        fx.use_default_preset();
+        fs::create_dir_all(fx.proj.join("sub")).unwrap();
+        fx.own();
+    };
+    let script = |fx: &Fx| {
+        let mut body = String::new();
+        for dir in [fx.proj.clone(), fx.proj.join("sub")] {
+            for n in POLICY_NAMES {
+                let p = Fx::s(&dir.join(n));
+                body.push_str(&format!("t 'create {p}' 'echo \"[defaults]\" > {p}'\n"));
+            }
+        }
+        fx.sh_script("pinfold_new_sub", &body)
+    };
+    let changes = |fx: &Fx| -> Vec<String> {
+        [fx.proj.clone(), fx.proj.join("sub")]
+            .iter()
+            .flat_map(|d| POLICY_NAMES.iter().map(move |n| d.join(n)))
+            .filter_map(|p| exists_change(&p))
+            .collect()
+    };
+    let mut c = Fx::new(u, "pinfold_config_new_under_working_dir");
+    setup(&mut c);
+    let argv = script(&c);
+    let r = c.control(&argv);
+    c.assert_control(&r, &changes(&c), true);
+
+    let mut a = Fx::new(u, "pinfold_config_new_under_working_dir");
+    setup(&mut a);
+    let argv = script(&a);
+    let sub = Fx::s(&a.proj.join("sub"));
+    let r = a.exec(&["--cwd", &sub], &argv);
+    a.assert_refused(&r, &changes(&a));
 }
 
 /// ESCAPES 5-6 with two runs at once in one project (an agent's parallel tool calls): run A
