@@ -315,11 +315,16 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
     // append (with its fdatasync) runs on its own thread while the sandbox is resolved, and
     // the sandbox waits for it before it takes the command (`release`).
     let started = std::time::Instant::now();
+    // The writable roots are recorded as open to a sandboxed command before it starts, so that
+    // policy files it could plant there are not read later without a person's say (trust.rs).
+    let roots = sp.writable.clone();
+    let loaded = config.files.clone();
     let mut pending = Some(std::thread::spawn(move || {
         let r = recorder.record("exec_start", record);
+        let r = r.and_then(|seq| crate::trust::begin_run(&roots, &loaded).map(|span| (seq, Some(span))));
         (recorder, r)
     }));
-    type Started = (crate::record::Recorder, Result<Option<u64>, Error>);
+    type Started = (crate::record::Recorder, Result<(Option<u64>, Option<crate::trust::RunSpan>), Error>);
     let join = |h: std::thread::JoinHandle<Started>| h.join().expect("the recording thread does not panic");
     let mut start: Option<Started> = None;
     let result = sp.run_proxied(
@@ -340,7 +345,17 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
     if let Some(h) = pending.take() {
         start = Some(join(h));
     }
-    let Some((recorder, start_seq)) = start else { unreachable!("joined in release or above") };
+    let Some((recorder, started_rec)) = start else { unreachable!("joined in release or above") };
+    let (start_seq, span) = match started_rec {
+        Ok((seq, span)) => (Ok(seq), span),
+        Err(e) => (Err(e), None),
+    };
+    // The command and everything it started have ended: close the roots' span.
+    // Failing that, the span stays open until a later pinfold finds this process gone and
+    // closes it then: later than it should, so stricter, never laxer.
+    if let Some(Err(e)) = span.map(crate::trust::RunSpan::end) {
+        crate::report(&e);
+    }
     let start_seq = match (start_seq, egress_recorded) {
         (Ok(_), Some(Err(e))) => Err(e),
         (s, _) => s,

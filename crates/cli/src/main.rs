@@ -8,6 +8,7 @@ mod exit;
 mod git_guard;
 mod hook;
 mod record;
+mod trust;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -84,6 +85,15 @@ enum Command {
     /// Read and verify the audit ledger: every decision pinfold recorded, hash-chained and
     /// signed (docs/ledger.md).
     Audit(audit::AuditArgs),
+    /// Approve project policy files that a sandboxed command could have written.
+    ///
+    /// pinfold does not read a project policy file created or changed while `pinfold exec`
+    /// let a sandboxed command write its directory: it may be the agent's, not yours. Read
+    /// the file, then run this outside any sandbox to approve its present content (a later
+    /// change needs approving again). With no FILE, the project policy files pinfold would
+    /// load in the working directory.
+    #[command(after_help = "Exit status: 0 approved, 2 usage error or a file that cannot be read.")]
+    Trust(TrustArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -109,6 +119,13 @@ struct CheckArgs {
     /// The command: one argument is shell text, several are an argv. Omit to read stdin.
     #[arg(value_name = "COMMAND", trailing_var_arg = true)]
     command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct TrustArgs {
+    /// Policy files to approve; default: the project's, found from the working directory.
+    #[arg(value_name = "FILE")]
+    files: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -213,6 +230,27 @@ fn run(command: Command) -> Result<i32, anyhow_lite::Error> {
         Command::Init(args) => hook::init::run(args),
         Command::Import(args) => hook::import::run(args),
         Command::Audit(args) => audit::run(args),
+        Command::Trust(args) => {
+            let files = if args.files.is_empty() {
+                let cwd = std::env::current_dir().map_err(|e| anyhow_lite::Error::new("cannot read the working directory").cause(e))?;
+                let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+                let xdg = std::env::var_os("XDG_CONFIG_HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+                let global = xdg.clone().or_else(|| home.as_ref().map(|h| h.join(".config"))).map(|d| d.join("pinfold"));
+                let opts = LoadOptions { explicit: None, cwd, home, xdg_config_home: xdg };
+                let (layers, _) = config::layer_files(&opts).map_err(anyhow_lite::Error::config)?;
+                let project: Vec<PathBuf> = layers.into_iter().filter(|f| !global.as_ref().is_some_and(|g| f.starts_with(g))).collect();
+                if project.is_empty() {
+                    return Err(anyhow_lite::Error::new("no project policy file here").hint("name the files to approve"));
+                }
+                project
+            } else {
+                args.files
+            };
+            for (path, hash) in trust::trust(&files)? {
+                println!("trusted {} (sha256 {})", path.display(), &hash[..16]);
+            }
+            Ok(exit::OK)
+        }
         Command::Validate(args) => {
             let file = args.file.or(args.config);
             let policy = load_policy(file.as_deref(), args.cwd.as_deref(), false)?;
@@ -267,16 +305,33 @@ pub(crate) fn load_policy(
     let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
     let xdg = std::env::var_os("XDG_CONFIG_HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
     let opts = LoadOptions { explicit: file.map(PathBuf::from), cwd, home, xdg_config_home: xdg };
-    if cached {
-        if let Some(dir) = cache_dir() {
-            return pinfold_policy::load_cached(&opts, &dir).map_err(|e| match e {
-                pinfold_policy::LoadError::Config(c) => anyhow_lite::Error::config(c),
-                pinfold_policy::LoadError::Policy(p) => anyhow_lite::Error::new(p.to_string()),
-            });
+    let global_dir = opts.xdg_config_home.clone().or_else(|| opts.home.as_ref().map(|h| h.join(".config"))).map(|d| d.join("pinfold"));
+    let explicit = opts.explicit.is_some();
+    let policy = 'load: {
+        if cached {
+            if let Some(dir) = cache_dir() {
+                break 'load pinfold_policy::load_cached(&opts, &dir).map_err(|e| match e {
+                    pinfold_policy::LoadError::Config(c) => anyhow_lite::Error::config(c),
+                    pinfold_policy::LoadError::Policy(p) => anyhow_lite::Error::new(p.to_string()),
+                })?;
+            }
         }
+        let config = config::load(&opts).map_err(anyhow_lite::Error::config)?;
+        Policy::new(config).map_err(|e| anyhow_lite::Error::new(e.to_string()))?
+    };
+    // Project files a sandboxed command may have written are not read unless trusted
+    // (trust.rs). The user's own files and a file given with -c are theirs.
+    if !explicit {
+        let project: Vec<PathBuf> = policy
+            .config()
+            .files
+            .iter()
+            .filter(|f| !global_dir.as_ref().is_some_and(|g| f.starts_with(g)))
+            .cloned()
+            .collect();
+        trust::check(&project)?;
     }
-    let config = config::load(&opts).map_err(anyhow_lite::Error::config)?;
-    Policy::new(config).map_err(|e| anyhow_lite::Error::new(e.to_string()))
+    Ok(policy)
 }
 
 /// Where `check` caches loaded policies: `$PINFOLD_CACHE_DIR`, else

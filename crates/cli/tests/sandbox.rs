@@ -958,6 +958,7 @@ both_users!(
     pinfold_config_write,
     pinfold_config_new_default_preset,
     pinfold_config_new_under_working_dir,
+    planted_policy_file_in_a_subdirectory,
     placeholders_outlive_a_concurrent_run,
     audit_ledger_out_of_reach,
     shell_rc_files_default_preset,
@@ -1149,6 +1150,59 @@ fn pinfold_config_new_default_preset(u: User) {
                 .collect()
         },
     );
+}
+
+/// The gap placeholders cannot close: a command run at the project root plants
+/// `sub/pinfold.toml` (allow everything), where no placeholder stands. The planted file must
+/// not be read by a later `pinfold check` whose working directory is `sub/` (it is refused, with
+/// `pinfold trust` as the way on), and the command cannot approve it itself: `pinfold trust`
+/// from inside fails and the list of approved files stays as it was. The control: the same file
+/// written on the host, outside any run, is read; and once a person approves the planted one,
+/// it is read too.
+fn planted_policy_file_in_a_subdirectory(u: User) {
+    let mut fx = Fx::new(u, "planted_policy_file_in_a_subdirectory");
+    fs::create_dir_all(fx.proj.join("sub")).unwrap();
+    fx.own();
+    let planted = "[defaults]\naction = \"allow\"\n";
+    let sub_policy = fx.proj.join("sub/pinfold.toml");
+    let check_in_sub = |fx: &Fx| -> Run {
+        let argv = vec![pinfold_bin(), "check".into(), "--cwd".into(), Fx::s(&fx.proj.join("sub")), "--".into(), "frobnicate --everything".into()];
+        run_cmd(fx.cmd(&argv), argv.join(" "), None, TIMEOUT)
+    };
+    // Control: written on the host, outside any sandboxed run, the file is policy.
+    fx.put(&sub_policy, planted);
+    fx.own();
+    let r = check_in_sub(&fx);
+    assert_eq!(r.code, Some(0), "{}: the host's own sub/pinfold.toml must be read\n{}", fx.label(), r.show());
+    fs::remove_file(&sub_policy).unwrap();
+    // The attack: the same file, planted by a sandboxed command, which also tries to approve it.
+    let state = fx.home.join(".local/state/pinfold");
+    let trusted = state.join("trusted");
+    let before = fs::read(&trusted).ok();
+    let argv = fx.sh_script(
+        "plant",
+        &format!(
+            "printf '{}' > {}; echo planted=$?\n{} trust {} && echo ESCAPED: approved from inside || echo refused: trust\n",
+            planted.replace('\n', "\\n").replace('"', "\\\""),
+            Fx::s(&sub_policy),
+            pinfold_bin(),
+            Fx::s(&sub_policy)
+        ),
+    );
+    let r = fx.exec(&[], &argv);
+    assert!(r.stdout.contains("planted=0"), "{}: the plant itself should succeed (the gap this case is about)\n{}", fx.label(), r.show());
+    assert!(r.escaped().is_empty(), "{}: {:?}\n{}", fx.label(), r.escaped(), r.show());
+    assert_eq!(fs::read(&trusted).ok(), before, "{}: the list of approved files changed from inside", fx.label());
+    let r = check_in_sub(&fx);
+    assert_eq!(r.code, Some(2), "{}: a planted policy file was read\n{}", fx.label(), r.show());
+    assert!(r.stderr.contains("pinfold trust"), "{}: the refusal should say how to approve\n{}", fx.label(), r.show());
+    // A person approves it (outside any sandbox): now it is read.
+    let argv = vec![pinfold_bin(), "trust".into(), Fx::s(&sub_policy)];
+    let t = run_cmd(fx.cmd(&argv), argv.join(" "), None, TIMEOUT);
+    assert_eq!(t.code, Some(0), "{}\n{}", fx.label(), t.show());
+    let r = check_in_sub(&fx);
+    assert_eq!(r.code, Some(0), "{}: an approved file must be read\n{}", fx.label(), r.show());
+    fx.config = None;
 }
 
 /// Every name policy discovery reads (`find_one` in crates/policy/src/config/load.rs).

@@ -1,0 +1,259 @@
+//! Project policy files a sandboxed command could have written are not read until a person
+//! says so.
+//!
+//! `pinfold exec` protects every policy-file name in the project root and on the way down to
+//! its working directory, but a command may still create `sub/pinfold.toml` in another
+//! directory of a writable root, or change a nested policy file there; an agent whose working
+//! directory is later `sub/` would then be judged by it. So `pinfold exec` keeps, in the state
+//! directory (hidden and read-only in every sandbox), when each writable root was open to
+//! sandboxed commands (`sandbox-roots/`, a small JSON file per root, named by a hash of its
+//! path: the root, its intervals, the runs going on). When policy is loaded, a project-layer file whose status-change time
+//! (ctime: set by the kernel on every creation or change of the file, never to a time the
+//! caller chooses) lies in such an interval for a root holding it is refused, unless its exact
+//! content was approved with `pinfold trust` (`trusted`: SHA-256 and path, one a line).
+//!
+//! Runs less than a second apart share an interval, and past 256 intervals a root's oldest are
+//! merged into one: a person who edits a policy file in the middle of an agent's burst of
+//! commands, or long ago between sessions that have since been merged, approves it with
+//! `pinfold trust`, as an `.envrc` needs `direnv allow`. Stricter, never laxer.
+
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::anyhow_lite::Error;
+
+const ROOTS: &str = "sandbox-roots";
+const LOCK: &str = "sandbox-roots.lock";
+const TRUSTED: &str = "trusted";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Span {
+    root: PathBuf,
+    /// When sandboxed commands could write the root: `[from, to]` in nanoseconds since the
+    /// epoch, `from` on the kernel's coarse clock (the one inode times come from, so a change
+    /// after it is never stamped before it), `to` on the fine one (a change before it is never
+    /// stamped after it). Sorted; runs less than [`MERGE_GAP_NS`] apart are one interval, and
+    /// beyond [`MAX_INTERVALS`] the oldest are merged into one.
+    #[serde(default)]
+    intervals: Vec<(i64, i64)>,
+    /// Runs going on now: the `pinfold exec` process and when its span began.
+    #[serde(default)]
+    active: Vec<(u32, i64)>,
+}
+
+/// Runs closer together than this count as one interval (an agent's burst of commands).
+const MERGE_GAP_NS: i64 = 1_000_000_000;
+/// Intervals kept per root; older ones are merged (stricter: the gaps between them are lost).
+const MAX_INTERVALS: usize = 256;
+
+impl Span {
+    fn add(&mut self, from: i64, to: i64) {
+        self.intervals.push((from, to.max(from)));
+        self.intervals.sort_unstable();
+        let mut merged: Vec<(i64, i64)> = Vec::with_capacity(self.intervals.len());
+        for (a, b) in self.intervals.drain(..) {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 + MERGE_GAP_NS => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        if merged.len() > MAX_INTERVALS {
+            let cut = merged.len() - MAX_INTERVALS + 1;
+            let to = merged[cut - 1].1;
+            let from = merged[0].0;
+            merged.drain(..cut);
+            merged.insert(0, (from, to));
+        }
+        self.intervals = merged;
+    }
+
+    /// Whether a change stamped `t` may have come from a sandboxed command.
+    fn covers(&self, t: i64, now: i64) -> bool {
+        self.intervals.iter().any(|(a, b)| *a <= t && t <= *b) || self.active.iter().any(|(_, from)| *from <= t && t <= now)
+    }
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+/// `CLOCK_REALTIME_COARSE`: the clock the kernel stamps inode times from (a tick, 4 ms here,
+/// behind the fine clock at most). A file changed after this reading gets a ctime at or after it.
+#[allow(unsafe_code)]
+fn coarse_now_ns() -> i64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec, which `ts` is, and takes no other pointer.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
+    if r != 0 {
+        // No coarse clock: a second earlier than the fine one is earlier than any tick.
+        return now_ns() - 1_000_000_000;
+    }
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+fn ctime_ns(m: &std::fs::Metadata) -> i64 {
+    m.ctime() * 1_000_000_000 + m.ctime_nsec()
+}
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Where a root's record is kept: one small file per root, named by a hash of its path, so
+/// that a load reads only the records of the directories above its policy files.
+fn span_path(dir: &Path, root: &Path) -> PathBuf {
+    let h = sha256_hex(root.as_os_str().as_encoded_bytes());
+    dir.join(ROOTS).join(&h[..32])
+}
+
+fn read_span(dir: &Path, root: &Path) -> Option<Span> {
+    let text = std::fs::read(span_path(dir, root)).ok()?;
+    serde_json::from_slice::<Span>(&text).ok().filter(|s| s.root == root)
+}
+
+/// Change the records of `roots` under one lock: read each, `f`, write a new file, rename it
+/// into place. A run that died without closing its span is closed first, at the latest now.
+fn update(roots: &[PathBuf], mut f: impl FnMut(&mut Span)) -> Result<(), Error> {
+    fn fail(what: &'static str) -> impl Fn(std::io::Error) -> Error {
+        move |e| Error::new(format!("cannot {what} the record of sandboxed roots")).cause(e)
+    }
+    let dir = pinfold_ledger::state_dir().map_err(|e| Error::new("no state directory for the record of sandboxed roots").cause(e))?;
+    std::fs::create_dir_all(dir.join(ROOTS)).map_err(fail("create the directory of"))?;
+    let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(LOCK)).map_err(fail("lock"))?;
+    lock.lock().map_err(fail("lock"))?;
+    let now = now_ns();
+    for root in roots {
+        let mut span = read_span(&dir, root).unwrap_or_else(|| Span { root: root.clone(), intervals: Vec::new(), active: Vec::new() });
+        let dead: Vec<(u32, i64)> = span.active.iter().filter(|(p, _)| !alive(*p)).copied().collect();
+        span.active.retain(|(p, _)| alive(*p));
+        for (_, from) in dead {
+            span.add(from, now);
+        }
+        f(&mut span);
+        let path = span_path(&dir, root);
+        let tmp = path.with_extension(format!("{}", std::process::id()));
+        std::fs::write(&tmp, serde_json::to_vec(&span).expect("a span serialises")).map_err(fail("write"))?;
+        std::fs::rename(&tmp, &path).map_err(fail("replace"))?;
+    }
+    Ok(())
+}
+
+/// A run's hold on its roots, recorded before its command starts; [`RunSpan::end`] when it
+/// has ended.
+#[derive(Debug)]
+pub struct RunSpan {
+    roots: Vec<PathBuf>,
+    from: i64,
+}
+
+/// Record that a sandboxed command is about to be able to write `roots`. `loaded` are the
+/// policy files this run was judged by: if one changed within the coarse clock's present tick
+/// (a person saved it just now), the record waits for the next tick, so that the file does not
+/// look changed during the run (at most a tick, 4 ms here, and only then).
+pub fn begin_run(roots: &[PathBuf], loaded: &[PathBuf]) -> Result<RunSpan, Error> {
+    let roots: Vec<PathBuf> = roots.iter().map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.clone())).collect();
+    let pid = std::process::id();
+    let newest = loaded.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| ctime_ns(&m)).max().unwrap_or(i64::MIN);
+    let mut from = coarse_now_ns();
+    for _ in 0..25 {
+        if from > newest {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        from = coarse_now_ns();
+    }
+    update(&roots, |s| {
+        s.active.retain(|(p, _)| *p != pid);
+        s.active.push((pid, from));
+    })?;
+    Ok(RunSpan { roots, from })
+}
+
+impl RunSpan {
+    /// The command and everything it started have ended.
+    pub fn end(self) -> Result<(), Error> {
+        let pid = std::process::id();
+        let now = now_ns();
+        update(&self.roots, |s| {
+            s.active.retain(|(p, _)| *p != pid);
+            s.add(self.from, now);
+        })
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn trusted_entries(dir: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(text) = std::fs::read_to_string(dir.join(TRUSTED)) else { return Vec::new() };
+    text.lines()
+        .filter_map(|l| l.split_once('\t').map(|(h, p)| (h.to_string(), PathBuf::from(p))))
+        .collect()
+}
+
+/// Refuse `files` (project-layer policy files, as loaded) that a sandboxed command could have
+/// created or changed, unless their content is trusted.
+pub fn check(files: &[PathBuf]) -> Result<(), Error> {
+    if files.is_empty() {
+        return Ok(());
+    }
+    let Ok(dir) = pinfold_ledger::state_dir() else { return Ok(()) };
+    if !dir.join(ROOTS).is_dir() {
+        return Ok(());
+    }
+    let now = now_ns();
+    let mut trusted: Option<Vec<(String, PathBuf)>> = None;
+    for f in files {
+        let Ok(m) = std::fs::metadata(f) else { continue };
+        let ctime = ctime_ns(&m);
+        let canonical = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
+        let hit = canonical.ancestors().skip(1).filter_map(|a| read_span(&dir, a)).find(|s| s.covers(ctime, now));
+        let Some(span) = hit else { continue };
+        let content = std::fs::read(f).map_err(|e| Error::new(format!("cannot read {}", f.display())).cause(e))?;
+        let hash = sha256_hex(&content);
+        let list = trusted.get_or_insert_with(|| trusted_entries(&dir));
+        if list.iter().any(|(h, p)| *h == hash && *p == canonical) {
+            continue;
+        }
+        return Err(Error::new(format!(
+            "{} was created or changed while sandboxed commands could write {}; pinfold does not read policy a sandboxed command may have written",
+            f.display(),
+            span.root.display()
+        ))
+        .hint(format!("if you wrote it (or have read it and agree), run `pinfold trust {}` outside any sandbox", f.display())));
+    }
+    Ok(())
+}
+
+/// Approve the present content of `files`; a later change needs approving again.
+pub fn trust(files: &[PathBuf]) -> Result<Vec<(PathBuf, String)>, Error> {
+    let dir = pinfold_ledger::state_dir().map_err(|e| Error::new("no state directory to keep trusted files in").cause(e))?;
+    std::fs::create_dir_all(&dir).map_err(|e| Error::new(format!("cannot create {}", dir.display())).cause(e))?;
+    let mut out = Vec::new();
+    let mut lines = String::new();
+    for f in files {
+        let canonical = std::fs::canonicalize(f).map_err(|e| Error::new(format!("cannot find {}", f.display())).cause(e))?;
+        let content = std::fs::read(&canonical).map_err(|e| Error::new(format!("cannot read {}", f.display())).cause(e))?;
+        let hash = sha256_hex(&content);
+        let Some(p) = canonical.to_str().filter(|p| !p.contains(['\n', '\t'])) else {
+            return Err(Error::new(format!("{} has a name pinfold cannot record (tab, line break or not UTF-8)", f.display())));
+        };
+        lines.push_str(&format!("{hash}\t{p}\n"));
+        out.push((canonical, hash));
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(TRUSTED))
+        .map_err(|e| Error::new("cannot open the list of trusted policy files").cause(e))?;
+    file.write_all(lines.as_bytes()).map_err(|e| Error::new("cannot write the list of trusted policy files").cause(e))?;
+    Ok(out)
+}
