@@ -6,13 +6,13 @@
 //! directory of a writable root, or change a nested policy file there; an agent whose working
 //! directory is later `sub/` would then be judged by it. So `pinfold exec` keeps, in the state
 //! directory (hidden and read-only in every sandbox), when each writable root was open to
-//! sandboxed commands (`sandbox-roots/`, a small JSON file per root, named by a hash of its
-//! path: the root, its intervals, the runs going on). When policy is loaded, a project-layer file whose status-change time
+//! sandboxed commands (`sandbox-roots`, a line per root: the root, its intervals, the runs
+//! going on; rewritten in place under an exclusive lock, read under a shared one). When policy is loaded, a project-layer file whose status-change time
 //! (ctime: set by the kernel on every creation or change of the file, never to a time the
 //! caller chooses) lies in such an interval for a root holding it is refused, unless its exact
 //! content was approved with `pinfold trust` (`trusted`: SHA-256 and path, one a line).
 //!
-//! Runs less than a second apart share an interval, and past 256 intervals a root's oldest are
+//! Runs less than a second apart share an interval, and past 32 intervals a root's oldest are
 //! merged into one: a person who edits a policy file in the middle of an agent's burst of
 //! commands, or long ago between sessions that have since been merged, approves it with
 //! `pinfold trust`, as an `.envrc` needs `direnv allow`. Stricter, never laxer.
@@ -21,16 +21,14 @@ use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::anyhow_lite::Error;
 
 const ROOTS: &str = "sandbox-roots";
-const LOCK: &str = "sandbox-roots.lock";
 const TRUSTED: &str = "trusted";
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 struct Span {
     root: PathBuf,
     /// When sandboxed commands could write the root: `[from, to]` in nanoseconds since the
@@ -38,17 +36,15 @@ struct Span {
     /// after it is never stamped before it), `to` on the fine one (a change before it is never
     /// stamped after it). Sorted; runs less than [`MERGE_GAP_NS`] apart are one interval, and
     /// beyond [`MAX_INTERVALS`] the oldest are merged into one.
-    #[serde(default)]
     intervals: Vec<(i64, i64)>,
     /// Runs going on now: the `pinfold exec` process and when its span began.
-    #[serde(default)]
     active: Vec<(u32, i64)>,
 }
 
 /// Runs closer together than this count as one interval (an agent's burst of commands).
 const MERGE_GAP_NS: i64 = 1_000_000_000;
 /// Intervals kept per root; older ones are merged (stricter: the gaps between them are lost).
-const MAX_INTERVALS: usize = 256;
+const MAX_INTERVALS: usize = 32;
 
 impl Span {
     fn add(&mut self, from: i64, to: i64) {
@@ -106,43 +102,94 @@ fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
-/// Where a root's record is kept: one small file per root, named by a hash of its path, so
-/// that a load reads only the records of the directories above its policy files.
-fn span_path(dir: &Path, root: &Path) -> PathBuf {
-    let h = sha256_hex(root.as_os_str().as_encoded_bytes());
-    dir.join(ROOTS).join(&h[..32])
+impl Span {
+    /// One line: `ROOT<TAB>FROM-TO,FROM-TO…<TAB>PID:FROM,PID:FROM…` (roots with a tab or a line
+    /// break in their path are not recorded: see [`begin_run`]).
+    fn to_line(&self) -> String {
+        let iv: Vec<String> = self.intervals.iter().map(|(a, b)| format!("{a}-{b}")).collect();
+        let ac: Vec<String> = self.active.iter().map(|(p, f)| format!("{p}:{f}")).collect();
+        format!("{}\t{}\t{}\n", self.root.display(), iv.join(","), ac.join(","))
+    }
+
+    fn parse_rest(root: &str, rest: &str) -> Option<Span> {
+        let (iv, ac) = rest.split_once('\t')?;
+        let pair = |x: &str, sep: char| -> Option<(String, String)> { x.split_once(sep).map(|(a, b)| (a.to_string(), b.to_string())) };
+        let intervals = iv
+            .split(',')
+            .filter(|x| !x.is_empty())
+            .map(|x| pair(x, '-').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?))))
+            .collect::<Option<Vec<_>>>()?;
+        let active = ac
+            .split(',')
+            .filter(|x| !x.is_empty())
+            .map(|x| pair(x, ':').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?))))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Span { root: PathBuf::from(root), intervals, active })
+    }
 }
 
-fn read_span(dir: &Path, root: &Path) -> Option<Span> {
-    let text = std::fs::read(span_path(dir, root)).ok()?;
-    serde_json::from_slice::<Span>(&text).ok().filter(|s| s.root == root)
+/// Read the record under a shared lock (writers replace it in place under an exclusive one).
+/// `None` when it cannot be read as a whole: the caller then refuses, never allows.
+fn read_all(dir: &Path) -> Option<String> {
+    let f = match std::fs::File::open(dir.join(ROOTS)) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(String::new()),
+        Err(_) => return None,
+    };
+    f.lock_shared().ok()?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut &f, &mut text).ok()?;
+    Some(text)
 }
 
-/// Change the records of `roots` under one lock: read each, `f`, write a new file, rename it
-/// into place. A run that died without closing its span is closed first, at the latest now.
+/// Change the records of `roots` under an exclusive lock, rewriting the one file in place. A
+/// run that died without closing its span is closed first, at the latest now.
 fn update(roots: &[PathBuf], mut f: impl FnMut(&mut Span)) -> Result<(), Error> {
+    use std::io::{Read, Seek};
     fn fail(what: &'static str) -> impl Fn(std::io::Error) -> Error {
         move |e| Error::new(format!("cannot {what} the record of sandboxed roots")).cause(e)
     }
     let dir = pinfold_ledger::state_dir().map_err(|e| Error::new("no state directory for the record of sandboxed roots").cause(e))?;
-    std::fs::create_dir_all(dir.join(ROOTS)).map_err(fail("create the directory of"))?;
-    let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(LOCK)).map_err(fail("lock"))?;
-    lock.lock().map_err(fail("lock"))?;
+    std::fs::create_dir_all(&dir).map_err(fail("create the directory of"))?;
+    let mut file = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(dir.join(ROOTS)).map_err(fail("open"))?;
+    file.lock().map_err(fail("lock"))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(fail("read"))?;
+    let mut spans: Vec<Span> = Vec::new();
+    for line in text.lines() {
+        // A line that does not parse is dropped with its root's history: that root then
+        // looks never sandboxed — unless it is rewritten below, as it is when in use. Keep
+        // such lines out instead by refusing: the record is pinfold's own, in a directory no
+        // sandbox can write, so a bad line means a bug or a disk error.
+        let parsed = line.split_once('\t').and_then(|(root, rest)| Span::parse_rest(root, rest));
+        let Some(span) = parsed else {
+            return Err(Error::new(format!("the record of sandboxed roots ({}) has a line pinfold cannot read", dir.join(ROOTS).display()))
+                .hint("remove the file only if no agent has run in a sandbox since: it is what keeps planted policy files out"));
+        };
+        spans.push(span);
+    }
     let now = now_ns();
-    for root in roots {
-        let mut span = read_span(&dir, root).unwrap_or_else(|| Span { root: root.clone(), intervals: Vec::new(), active: Vec::new() });
+    for span in &mut spans {
         let dead: Vec<(u32, i64)> = span.active.iter().filter(|(p, _)| !alive(*p)).copied().collect();
         span.active.retain(|(p, _)| alive(*p));
         for (_, from) in dead {
             span.add(from, now);
         }
-        f(&mut span);
-        let path = span_path(&dir, root);
-        let tmp = path.with_extension(format!("{}", std::process::id()));
-        std::fs::write(&tmp, serde_json::to_vec(&span).expect("a span serialises")).map_err(fail("write"))?;
-        std::fs::rename(&tmp, &path).map_err(fail("replace"))?;
     }
-    Ok(())
+    for root in roots {
+        let i = match spans.iter().position(|s| s.root == *root) {
+            Some(i) => i,
+            None => {
+                spans.push(Span { root: root.clone(), intervals: Vec::new(), active: Vec::new() });
+                spans.len() - 1
+            }
+        };
+        f(&mut spans[i]);
+    }
+    let out: String = spans.iter().map(Span::to_line).collect();
+    file.seek(std::io::SeekFrom::Start(0)).map_err(fail("rewrite"))?;
+    file.write_all(out.as_bytes()).map_err(fail("rewrite"))?;
+    file.set_len(out.len() as u64).map_err(fail("rewrite"))
 }
 
 /// A run's hold on its roots, recorded before its command starts; [`RunSpan::end`] when it
@@ -159,6 +206,10 @@ pub struct RunSpan {
 /// look changed during the run (at most a tick, 4 ms here, and only then).
 pub fn begin_run(roots: &[PathBuf], loaded: &[PathBuf]) -> Result<RunSpan, Error> {
     let roots: Vec<PathBuf> = roots.iter().map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.clone())).collect();
+    if let Some(bad) = roots.iter().find(|r| r.to_str().is_none_or(|s| s.contains(['\t', '\n', '\r']))) {
+        return Err(Error::new(format!("pinfold cannot record the writable root {:?} (a tab, line break or non-UTF-8 name)", bad))
+            .hint("rename it, or leave it out of the sandbox's writable roots"));
+    }
     let pid = std::process::id();
     let newest = loaded.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| ctime_ns(&m)).max().unwrap_or(i64::MIN);
     let mut from = coarse_now_ns();
@@ -206,7 +257,11 @@ pub fn check(files: &[PathBuf]) -> Result<(), Error> {
         return Ok(());
     }
     let Ok(dir) = pinfold_ledger::state_dir() else { return Ok(()) };
-    if !dir.join(ROOTS).is_dir() {
+    let Some(text) = read_all(&dir) else {
+        return Err(Error::new(format!("cannot read the record of sandboxed roots in {}", dir.display()))
+            .hint("pinfold does not read project policy without it; check the state directory's permissions"));
+    };
+    if text.is_empty() {
         return Ok(());
     }
     let now = now_ns();
@@ -215,7 +270,14 @@ pub fn check(files: &[PathBuf]) -> Result<(), Error> {
         let Ok(m) = std::fs::metadata(f) else { continue };
         let ctime = ctime_ns(&m);
         let canonical = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
-        let hit = canonical.ancestors().skip(1).filter_map(|a| read_span(&dir, a)).find(|s| s.covers(ctime, now));
+        let hit = text
+            .lines()
+            .filter_map(|l| l.split_once('\t'))
+            .filter(|(root, _)| canonical.starts_with(root))
+            .map(|(root, rest)| Span::parse_rest(root, rest))
+            // A line that does not parse covers everything: refuse rather than read.
+            .map(|s| s.unwrap_or_else(|| Span { root: PathBuf::from("/"), intervals: vec![(i64::MIN, i64::MAX)], active: Vec::new() }))
+            .find(|s| s.covers(ctime, now));
         let Some(span) = hit else { continue };
         let content = std::fs::read(f).map_err(|e| Error::new(format!("cannot read {}", f.display())).cause(e))?;
         let hash = sha256_hex(&content);
@@ -256,4 +318,58 @@ pub fn trust(files: &[PathBuf]) -> Result<Vec<(PathBuf, String)>, Error> {
         .map_err(|e| Error::new("cannot open the list of trusted policy files").cause(e))?;
     file.write_all(lines.as_bytes()).map_err(|e| Error::new("cannot write the list of trusted policy files").cause(e))?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000_000;
+
+    fn span() -> Span {
+        Span { root: PathBuf::from("/p"), intervals: Vec::new(), active: Vec::new() }
+    }
+
+    #[test]
+    fn runs_under_a_second_apart_share_an_interval() {
+        let mut s = span();
+        s.add(10 * S, 11 * S);
+        s.add(11 * S + S / 2, 12 * S);
+        s.add(20 * S, 21 * S);
+        assert_eq!(s.intervals, [(10 * S, 12 * S), (20 * S, 21 * S)]);
+        // Between two bursts, a change is not covered; inside one it is.
+        assert!(!s.covers(15 * S, 30 * S));
+        assert!(s.covers(11 * S + S / 4, 30 * S));
+        // A run going on covers from its start until now.
+        s.active.push((1, 25 * S));
+        assert!(s.covers(26 * S, 27 * S));
+        assert!(!s.covers(24 * S, 27 * S));
+    }
+
+    #[test]
+    fn the_oldest_intervals_are_merged_past_the_cap() {
+        let mut s = span();
+        for i in 0..(MAX_INTERVALS as i64 + 10) {
+            s.add(i * 10 * S, i * 10 * S + S);
+        }
+        assert_eq!(s.intervals.len(), MAX_INTERVALS);
+        // Merged, the gaps between the oldest are covered: stricter, never laxer.
+        assert!(s.covers(5 * S, i64::MAX));
+        assert_eq!(s.intervals[0].0, 0);
+    }
+
+    #[test]
+    fn a_line_reads_back_as_written() {
+        let mut s = span();
+        s.add(3 * S, 4 * S);
+        s.add(9 * S, 10 * S);
+        s.active.push((42, 11 * S));
+        let line = s.to_line();
+        let (root, rest) = line.trim_end_matches('\n').split_once('\t').unwrap();
+        let back = Span::parse_rest(root, rest).unwrap();
+        assert_eq!(back.root, s.root);
+        assert_eq!(back.intervals, s.intervals);
+        assert_eq!(back.active, s.active);
+        assert!(Span::parse_rest("/p", "1-x\t").is_none());
+    }
 }
