@@ -7,10 +7,11 @@
 //! directory is later `sub/` would then be judged by it. So `pinfold exec` keeps, in the state
 //! directory (hidden and read-only in every sandbox), when each writable root was open to
 //! sandboxed commands (`sandbox-roots`, a line per root: the root, its intervals, the runs
-//! going on; rewritten in place under an exclusive lock, read under a shared one). When policy is loaded, a project-layer file whose status-change time
-//! (ctime: set by the kernel on every creation or change of the file, never to a time the
-//! caller chooses) lies in such an interval for a root holding it is refused, unless its exact
-//! content was approved with `pinfold trust` (`trusted`: SHA-256 and path, one a line).
+//! going on; rewritten in place under an exclusive lock, read under a shared one). When policy
+//! is loaded, a project-layer file whose status-change time (ctime: set by the kernel on every
+//! creation or change of the file, never to a time the caller chooses) lies in such an
+//! interval for a root holding it is refused, unless its exact content was approved with
+//! `pinfold trust` (`trusted`: SHA-256 and path, one a line).
 //!
 //! Runs less than a second apart share an interval, and past 32 intervals a root's oldest are
 //! merged into one: a person who edits a policy file in the middle of an agent's burst of
