@@ -959,6 +959,7 @@ both_users!(
     pinfold_config_new_default_preset,
     pinfold_config_new_under_working_dir,
     planted_policy_file_in_a_subdirectory,
+    rewritten_policy_file_in_a_subdirectory,
     placeholders_outlive_a_concurrent_run,
     audit_ledger_out_of_reach,
     shell_rc_files_default_preset,
@@ -1202,6 +1203,40 @@ fn planted_policy_file_in_a_subdirectory(u: User) {
     assert_eq!(t.code, Some(0), "{}\n{}", fx.label(), t.show());
     let r = check_in_sub(&fx);
     assert_eq!(r.code, Some(0), "{}: an approved file must be read\n{}", fx.label(), r.show());
+    fx.config = None;
+}
+
+/// The same gap for a nested policy file that exists: a person's `sub/pinfold.toml` (which
+/// asks for everything) is not protected while a command runs at the root, so the command can
+/// rewrite it to allow everything. The rewritten file must not be read by a later check in
+/// `sub/`; the person's own later edit, outside any run, is read again.
+fn rewritten_policy_file_in_a_subdirectory(u: User) {
+    let mut fx = Fx::new(u, "rewritten_policy_file_in_a_subdirectory");
+    let sub_policy = fx.proj.join("sub/pinfold.toml");
+    fx.put(&sub_policy, "[defaults]\naction = \"ask\"\n");
+    fx.own();
+    let check_in_sub = |fx: &Fx| -> Run {
+        let argv = vec![pinfold_bin(), "check".into(), "--cwd".into(), Fx::s(&fx.proj.join("sub")), "--".into(), "frobnicate --everything".into()];
+        run_cmd(fx.cmd(&argv), argv.join(" "), None, TIMEOUT)
+    };
+    let r = check_in_sub(&fx);
+    assert_eq!(r.code, Some(10), "{}: the person's policy asks\n{}", fx.label(), r.show());
+    let argv = fx.sh_script(
+        "rewrite",
+        &format!("sed -i 's/ask/allow/' {}; echo rewritten=$?\n", Fx::s(&sub_policy)),
+    );
+    let r = fx.exec(&[], &argv);
+    assert!(r.stdout.contains("rewritten=0"), "{}: the rewrite itself should succeed (the gap this case is about)\n{}", fx.label(), r.show());
+    assert!(fs::read_to_string(&sub_policy).unwrap().contains("allow"), "{}: the file was not rewritten", fx.label());
+    let r = check_in_sub(&fx);
+    assert_eq!(r.code, Some(2), "{}: a policy file rewritten from inside was read\n{}", fx.label(), r.show());
+    // Outside any run (and more than a second after it, so not in its interval), the person
+    // edits the file themselves: read again.
+    std::thread::sleep(Duration::from_millis(1100));
+    fx.put(&sub_policy, "[defaults]\naction = \"deny\"\n");
+    fx.own();
+    let r = check_in_sub(&fx);
+    assert_eq!(r.code, Some(11), "{}: the person's own edit must be read\n{}", fx.label(), r.show());
     fx.config = None;
 }
 
