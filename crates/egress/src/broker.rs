@@ -40,8 +40,7 @@ use tokio_rustls::client::TlsStream;
 
 use crate::host::{Host, HostPattern};
 use crate::proxy::{
-    Body, Counted, Event, Expect, Outcome, PendingEvent, Proxy, Refusal, Rewind, Target, refuse,
-    strip_hop_by_hop,
+    Body, Event, Expect, Outcome, Proxy, Refusal, Rewind, Target, refuse, strip_hop_by_hop,
 };
 use crate::tls::Hello;
 
@@ -658,27 +657,14 @@ impl Proxy {
                 }
             },
         };
-        let counters = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
-        let upstream = Counted {
-            inner: upstream,
-            counters: counters.clone(),
+        // The event names the credential once the secret can go out on this connection.
+        let mut sender = match self
+            .http1_upstream(upstream, event, Some(s.ep.credential.clone()))
+            .await
+        {
+            Ok(x) => x,
+            Err(resp) => return resp,
         };
-        let (mut sender, conn) =
-            match hyper::client::conn::http1::handshake(TokioIo::new(upstream)).await {
-                Ok(x) => x,
-                Err(e) => {
-                    event.outcome = Outcome::Failed(e.to_string());
-                    self.emit(event);
-                    return refuse(StatusCode::BAD_GATEWAY, "upstream handshake failed");
-                }
-            };
-        event.credential = Some(s.ep.credential.clone());
-        // Sent when the upstream connection ends, or when its task is cancelled first.
-        let pending = PendingEvent::new(self.sink.clone(), event, counters);
-        tokio::spawn(async move {
-            let _ = conn.await;
-            drop(pending);
-        });
 
         // Origin form; Host names the endpoint; the client's values of the header are all
         // removed and the secret set once (replace, never append).

@@ -592,8 +592,14 @@ impl Proxy {
         // Bytes are counted as they pass, and the event goes out when this guard is dropped:
         // at the end of the tunnel, or if the task is cancelled while the tunnel is open.
         let counters = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
-        let mut up_r = Counted { inner: up_r, counters: counters.clone() };
-        let mut up_w = Counted { inner: up_w, counters: counters.clone() };
+        let mut up_r = Counted {
+            inner: up_r,
+            counters: counters.clone(),
+        };
+        let mut up_w = Counted {
+            inner: up_w,
+            counters: counters.clone(),
+        };
         event.bytes_up = 0;
         event.bytes_down = 0;
         let mut pending = PendingEvent::new(self.sink.clone(), event, counters);
@@ -638,6 +644,42 @@ impl Proxy {
         let _ = upward.await;
         let _ = (&mut down.0).await;
         drop(pending);
+    }
+
+    /// HTTP/1.1 on `upstream` for requests the proxy forwards: the handshake, and the
+    /// connection driven on a task of its own whose `event` (bytes counted as they pass, and
+    /// `credential` when one is injected) is sent when the connection ends or the task is
+    /// cancelled. A failed handshake sends the event as failed and gives the `502` to answer.
+    pub(crate) async fn http1_upstream<S>(
+        &self,
+        upstream: S,
+        mut event: Event,
+        credential: Option<String>,
+    ) -> Result<hyper::client::conn::http1::SendRequest<Incoming>, Response<Body>>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let counters = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+        let upstream = Counted {
+            inner: upstream,
+            counters: counters.clone(),
+        };
+        let (sender, conn) =
+            match hyper::client::conn::http1::handshake(TokioIo::new(upstream)).await {
+                Ok(x) => x,
+                Err(e) => {
+                    event.outcome = Outcome::Failed(e.to_string());
+                    self.emit(event);
+                    return Err(refuse(StatusCode::BAD_GATEWAY, "upstream handshake failed"));
+                }
+            };
+        event.credential = credential;
+        let pending = PendingEvent::new(self.sink.clone(), event, counters);
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(pending);
+        });
+        Ok(sender)
     }
 
     async fn handle_forward(
@@ -692,30 +734,14 @@ impl Proxy {
             });
             return resp;
         }
-        let (_, upstream, mut event) =
-            match self.open_upstream(id, Protocol::Http, &host, port).await {
-                Ok(o) => o,
-                Err(resp) => return resp,
-            };
-        let counters = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
-        let upstream = Counted {
-            inner: upstream,
-            counters: counters.clone(),
+        let (_, upstream, event) = match self.open_upstream(id, Protocol::Http, &host, port).await {
+            Ok(o) => o,
+            Err(resp) => return resp,
         };
-        let (mut sender, conn) =
-            match hyper::client::conn::http1::handshake(TokioIo::new(upstream)).await {
-                Ok(x) => x,
-                Err(e) => {
-                    event.outcome = Outcome::Failed(e.to_string());
-                    self.emit(event);
-                    return refuse(StatusCode::BAD_GATEWAY, "upstream handshake failed");
-                }
-            };
-        let pending = PendingEvent::new(self.sink.clone(), event, counters);
-        tokio::spawn(async move {
-            let _ = conn.await;
-            drop(pending);
-        });
+        let mut sender = match self.http1_upstream(upstream, event, None).await {
+            Ok(s) => s,
+            Err(resp) => return resp,
+        };
 
         // Origin form upstream; Host is the host that was judged, whatever the client sent.
         let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
@@ -968,8 +994,16 @@ pub(crate) struct PendingEvent {
 }
 
 impl PendingEvent {
-    pub(crate) fn new(sink: EventSink, event: Event, counters: Arc<(AtomicU64, AtomicU64)>) -> PendingEvent {
-        PendingEvent { sink, event: Some(event), counters }
+    pub(crate) fn new(
+        sink: EventSink,
+        event: Event,
+        counters: Arc<(AtomicU64, AtomicU64)>,
+    ) -> PendingEvent {
+        PendingEvent {
+            sink,
+            event: Some(event),
+            counters,
+        }
     }
 }
 
