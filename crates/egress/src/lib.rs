@@ -95,8 +95,8 @@
 //! # What it does not do (yet)
 //!
 //! No HTTP/2 toward the proxy itself or inside a brokered tunnel, no upstream connection
-//! reuse for forwarded or brokered HTTP, no authentication of clients (the socket is reached
-//! only from the sandbox's bridge). A `CONNECT` tunnel must carry TLS; a SOCKS5 tunnel may
+//! reuse for forwarded or brokered HTTP, no authentication of clients (in `pinfold exec` the
+//! only listener is inside the sandbox's own network namespace). A `CONNECT` tunnel must carry TLS; a SOCKS5 tunnel may
 //! carry anything, but if it starts with TLS the server name must match (and to an endpoint
 //! host it must be TLS). The secret is kept in memory as an ordinary string (not zeroed on
 //! drop, not locked against swapping). See `docs/egress.md`.
