@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Version};
@@ -685,18 +684,7 @@ impl Proxy {
         req.headers_mut().remove(&s.ep.header);
         req.headers_mut()
             .insert(s.ep.header.clone(), s.ep.value.clone());
-        match sender.send_request(req).await {
-            Ok(resp) => {
-                let (mut parts, body) = resp.into_parts();
-                strip_hop_by_hop(&mut parts.headers);
-                Response::from_parts(
-                    parts,
-                    body.map_err(|e| -> Box<dyn std::error::Error + Send + Sync> { Box::new(e) })
-                        .boxed(),
-                )
-            }
-            Err(e) => refuse(StatusCode::BAD_GATEWAY, &format!("upstream failed: {e}")),
-        }
+        crate::proxy::send_upstream(&mut sender, req).await
     }
 
     /// A fresh verified upstream connection for a later request: decided again (the allowlist

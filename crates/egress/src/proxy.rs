@@ -288,42 +288,44 @@ impl Proxy {
     /// Accept connections on a TCP listener until the task is dropped or accepting fails.
     pub async fn serve_tcp(self: Arc<Self>, listener: TcpListener) -> io::Result<()> {
         loop {
-            let permit = self
-                .slots
-                .clone()
-                .acquire_owned()
-                .await
-                .map_err(io::Error::other)?;
-            let Some((stream, _)) = accepted(listener.accept().await).await? else {
-                continue;
-            };
-            let _ = stream.set_nodelay(true);
-            let this = self.clone();
-            tokio::spawn(async move {
-                this.serve_connection(stream).await;
-                drop(permit);
-            });
+            let permit = self.slot().await?;
+            if let Some((stream, _)) = accepted(listener.accept().await).await? {
+                let _ = stream.set_nodelay(true);
+                self.spawn_client(stream, permit);
+            }
         }
     }
 
     /// Accept connections on a unix socket listener (the in-sandbox bridge's side).
     pub async fn serve_unix(self: Arc<Self>, listener: UnixListener) -> io::Result<()> {
         loop {
-            let permit = self
-                .slots
-                .clone()
-                .acquire_owned()
-                .await
-                .map_err(io::Error::other)?;
-            let Some((stream, _)) = accepted(listener.accept().await).await? else {
-                continue;
-            };
-            let this = self.clone();
-            tokio::spawn(async move {
-                this.serve_connection(stream).await;
-                drop(permit);
-            });
+            let permit = self.slot().await?;
+            if let Some((stream, _)) = accepted(listener.accept().await).await? {
+                self.spawn_client(stream, permit);
+            }
         }
+    }
+
+    /// A connection slot: at most `Limits::max_connections` clients are served at once; the
+    /// rest wait in the listen queue.
+    async fn slot(&self) -> io::Result<tokio::sync::OwnedSemaphorePermit> {
+        self.slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(io::Error::other)
+    }
+
+    /// Serve one accepted client on a task of its own, holding its slot until it ends.
+    fn spawn_client<S>(self: &Arc<Self>, stream: S, permit: tokio::sync::OwnedSemaphorePermit)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let this = self.clone();
+        tokio::spawn(async move {
+            this.serve_connection(stream).await;
+            drop(permit);
+        });
     }
 
     /// Bind a unix socket at `path` (which must not exist) and serve it.
@@ -752,18 +754,27 @@ impl Proxy {
         if let Ok(v) = HeaderValue::from_str(authority.as_str()) {
             req.headers_mut().insert(header::HOST, v);
         }
-        match sender.send_request(req).await {
-            Ok(resp) => {
-                let (mut parts, body) = resp.into_parts();
-                strip_hop_by_hop(&mut parts.headers);
-                Response::from_parts(
-                    parts,
-                    body.map_err(|e| -> Box<dyn std::error::Error + Send + Sync> { Box::new(e) })
-                        .boxed(),
-                )
-            }
-            Err(e) => refuse(StatusCode::BAD_GATEWAY, &format!("upstream failed: {e}")),
+        send_upstream(&mut sender, req).await
+    }
+}
+
+/// Send a forwarded request and hand its response back, hop-by-hop headers removed both ways
+/// (the request's by the caller); `502` with the reason when the upstream fails.
+pub(crate) async fn send_upstream(
+    sender: &mut hyper::client::conn::http1::SendRequest<Incoming>,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    match sender.send_request(req).await {
+        Ok(resp) => {
+            let (mut parts, body) = resp.into_parts();
+            strip_hop_by_hop(&mut parts.headers);
+            Response::from_parts(
+                parts,
+                body.map_err(|e| -> Box<dyn std::error::Error + Send + Sync> { Box::new(e) })
+                    .boxed(),
+            )
         }
+        Err(e) => refuse(StatusCode::BAD_GATEWAY, &format!("upstream failed: {e}")),
     }
 }
 
