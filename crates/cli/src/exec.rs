@@ -321,10 +321,10 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
     let loaded = config.files.clone();
     let mut pending = Some(std::thread::spawn(move || {
         let r = recorder.record("exec_start", record);
-        let r = r.and_then(|seq| crate::trust::begin_run(&roots, &loaded).map(|span| (seq, Some(span))));
+        let r = r.and_then(|seq| crate::trust::begin_run(&roots, &loaded).map(|span| (seq, span)));
         (recorder, r)
     }));
-    type Started = (crate::record::Recorder, Result<(Option<u64>, Option<crate::trust::RunSpan>), Error>);
+    type Started = (crate::record::Recorder, Result<(Option<u64>, crate::trust::RunSpan), Error>);
     let join = |h: std::thread::JoinHandle<Started>| h.join().expect("the recording thread does not panic");
     let mut start: Option<Started> = None;
     let result = sp.run_proxied(
@@ -347,7 +347,7 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
     }
     let Some((recorder, started_rec)) = start else { unreachable!("joined in release or above") };
     let (start_seq, span) = match started_rec {
-        Ok((seq, span)) => (Ok(seq), span),
+        Ok((seq, span)) => (Ok(seq), Some(span)),
         Err(e) => (Err(e), None),
     };
     // The command and everything it started have ended: close the roots' span.
