@@ -248,8 +248,8 @@ enum Landed {
 /// SIGKILL the writer `pid` at a point chosen by tracing its appending thread `tid`. For
 /// [`Aim::IntoWrite`], says where the kill landed.
 fn aimed_kill(pid: i32, tid: i32, aim: Aim) -> Option<Landed> {
-    assert_eq!(sys::ptrace(libc::PTRACE_SEIZE, tid, 0, (libc::PTRACE_O_TRACESYSGOOD | libc::PTRACE_O_EXITKILL) as usize), 0, "ptrace seize: {}", std::io::Error::last_os_error());
-    assert_eq!(sys::ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0), 0, "ptrace interrupt: {}", std::io::Error::last_os_error());
+    assert_eq!(sys::ptrace(libc::PTRACE_SEIZE as u32, tid, 0, (libc::PTRACE_O_TRACESYSGOOD | libc::PTRACE_O_EXITKILL) as usize), 0, "ptrace seize: {}", std::io::Error::last_os_error());
+    assert_eq!(sys::ptrace(libc::PTRACE_INTERRUPT as u32, tid, 0, 0), 0, "ptrace interrupt: {}", std::io::Error::last_os_error());
     let mut stops = 0u64;
     let mut renamed = false;
     // Until the thread is gone (it should not be: it writes forever).
@@ -259,7 +259,7 @@ fn aimed_kill(pid: i32, tid: i32, aim: Aim) -> Option<Landed> {
         if sig == libc::SIGTRAP | 0x80 {
             stops += 1;
             let (op, nr, args) = sys::syscall_info(tid);
-            let record_write = op == libc::PTRACE_SYSCALL_INFO_ENTRY && nr == libc::SYS_write as u64 && args[2] >= 8192;
+            let record_write = op == sys::SYSCALL_INFO_ENTRY && nr == libc::SYS_write as u64 && args[2] >= 8192;
             match aim {
                 Aim::IntoWrite { permille } if record_write => {
                     // The file being written, held open to watch the copy: the kernel copies
@@ -270,7 +270,7 @@ fn aimed_kill(pid: i32, tid: i32, aim: Aim) -> Option<Landed> {
                     // The writer on one CPU, this thread watching from another: were the
                     // writer woken on this one, it would do its whole copy unwatched.
                     let restore = sys::pin_apart(tid);
-                    sys::ptrace(libc::PTRACE_SYSCALL, tid, 0, 0);
+                    sys::ptrace(libc::PTRACE_SYSCALL as u32, tid, 0, 0);
                     let deadline = std::time::Instant::now() + Duration::from_secs(5);
                     while file.metadata().unwrap().len() < target && std::time::Instant::now() < deadline {}
                     assert_eq!(sys::kill(pid), 0);
@@ -287,17 +287,17 @@ fn aimed_kill(pid: i32, tid: i32, aim: Aim) -> Option<Landed> {
                     assert_eq!(sys::kill(pid), 0);
                     break;
                 }
-                Aim::AfterRotation(live) if op == libc::PTRACE_SYSCALL_INFO_EXIT && renamed && !live.exists() => {
+                Aim::AfterRotation(live) if op == sys::SYSCALL_INFO_EXIT && renamed && !live.exists() => {
                     assert_eq!(sys::kill(pid), 0);
                     break;
                 }
-                Aim::AfterRotation(_) if op == libc::PTRACE_SYSCALL_INFO_ENTRY => renamed = is_rename(nr),
+                Aim::AfterRotation(_) if op == sys::SYSCALL_INFO_ENTRY => renamed = is_rename(nr),
                 _ => {}
             }
         } else if status >> 16 != libc::PTRACE_EVENT_STOP {
             deliver = sig as usize; // a signal meant for the writer: pass it on
         }
-        sys::ptrace(libc::PTRACE_SYSCALL, tid, 0, deliver);
+        sys::ptrace(libc::PTRACE_SYSCALL as u32, tid, 0, deliver);
     }
     reap_thread(tid);
     None
@@ -320,25 +320,44 @@ fn reap_thread(tid: i32) {
 /// our own child's, not yet reaped; no call writes to memory other than locals passed in.
 #[allow(unsafe_code)]
 mod sys {
-    use libc::{c_void, cpu_set_t, ptrace_syscall_info};
+    use libc::{c_void, cpu_set_t};
 
-    pub fn ptrace(request: libc::c_uint, tid: i32, addr: usize, data: usize) -> libc::c_long {
+    /// `struct ptrace_syscall_info` of <linux/ptrace.h>, written out here because the libc
+    /// crate has it for glibc only (pinfold builds for musl): `op`, `arch`, the instruction
+    /// and stack pointers, then the union, of which the `seccomp` member is the largest.
+    #[repr(C)]
+    struct SyscallInfo {
+        op: u8,
+        pad: [u8; 3],
+        arch: u32,
+        instruction_pointer: u64,
+        stack_pointer: u64,
+        nr: u64,
+        args: [u64; 6],
+        ret_data: u32,
+        pad2: u32,
+    }
+    const GET_SYSCALL_INFO: u32 = 0x420e;
+    pub const SYSCALL_INFO_ENTRY: u8 = 1;
+    pub const SYSCALL_INFO_EXIT: u8 = 2;
+
+    pub fn ptrace(request: u32, tid: i32, addr: usize, data: usize) -> libc::c_long {
         // SAFETY: the requests used (SEIZE, INTERRUPT, SYSCALL) take integers in `addr` and
         // `data` and touch no memory of ours.
-        unsafe { libc::ptrace(request, tid, addr as *mut c_void, data as *mut c_void) }
+        unsafe { libc::ptrace(request as _, tid, addr as *mut c_void, data as *mut c_void) }
     }
 
     /// The system call a thread stopped at: entry or exit, its number and arguments.
     pub fn syscall_info(tid: i32) -> (u8, u64, [u64; 6]) {
         // SAFETY: plain old data, valid zeroed.
-        let mut info: ptrace_syscall_info = unsafe { std::mem::zeroed() };
-        let size = std::mem::size_of::<ptrace_syscall_info>();
+        let mut info: SyscallInfo = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<SyscallInfo>();
         // SAFETY: the kernel writes at most `size` bytes to `info`, which lives through the call.
-        unsafe { libc::ptrace(libc::PTRACE_GET_SYSCALL_INFO, tid, size as *mut c_void, &mut info as *mut _ as *mut c_void) };
-        // SAFETY: `entry` is the union member filled for entry stops; for exit stops the bytes
-        // are read only to be ignored (every bit pattern is a valid u64).
-        let (nr, args) = unsafe { (info.u.entry.nr, info.u.entry.args) };
-        (info.op, nr, args)
+        unsafe { libc::ptrace(GET_SYSCALL_INFO as _, tid, size as *mut c_void, &mut info as *mut _ as *mut c_void) };
+        // `nr` and `args` are the union's `entry` member, filled for entry stops; for exit
+        // stops they are read only to be ignored.
+        let _ = (info.pad, info.arch, info.instruction_pointer, info.stack_pointer, info.ret_data, info.pad2);
+        (info.op, info.nr, info.args)
     }
 
     /// Wait for traced thread `tid`; `Some(status)` while it is stopped, `None` once gone.

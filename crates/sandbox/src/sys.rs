@@ -526,9 +526,9 @@ pub fn loopback_up() -> io::Result<()> {
         *d = *s as libc::c_char;
     }
     // SAFETY: SIOCGIFFLAGS reads into `req`, which lives across the call.
-    check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) })?;
+    check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut req) })?;
     // SAFETY: the kernel filled the flags member of the union for SIOCGIFFLAGS.
     unsafe { req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short };
     // SAFETY: SIOCSIFFLAGS reads `req`, which lives across the call.
-    check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) }).map(drop)
+    check(unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS as _, &req) }).map(drop)
 }
