@@ -13,45 +13,45 @@ use crate::exit;
 #[path = "egress.rs"]
 mod egress;
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, PartialEq, Default)]
 pub struct ExecArgs {
     /// Use only this policy file (plus what it extends).
     #[arg(short = 'c', long = "config", value_name = "FILE")]
-    config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Run under this sandbox preset instead of the one the policy picks.
     #[arg(long, value_name = "PRESET")]
-    sandbox: Option<String>,
+    pub(crate) sandbox: Option<String>,
     /// Also let the command write PATH (repeatable).
     #[arg(long = "write", value_name = "PATH")]
-    write: Vec<PathBuf>,
+    pub(crate) write: Vec<PathBuf>,
     /// Keep PATH read-only even inside a writable root (repeatable).
     #[arg(long = "deny-write", value_name = "PATH")]
-    deny_write: Vec<PathBuf>,
+    pub(crate) deny_write: Vec<PathBuf>,
     /// Hide PATH from the command (repeatable).
     #[arg(long = "deny-read", value_name = "PATH")]
-    deny_read: Vec<PathBuf>,
+    pub(crate) deny_read: Vec<PathBuf>,
     /// Network access, overriding the preset.
     #[arg(long, value_name = "off|on", value_parser = ["off", "on"])]
-    net: Option<String>,
+    pub(crate) net: Option<String>,
     /// Run in DIR (also where the project policy is found).
     #[arg(long, value_name = "DIR")]
-    cwd: Option<PathBuf>,
+    pub(crate) cwd: Option<PathBuf>,
     /// Pass environment variable VAR through even if it looks like a secret (repeatable).
     #[arg(long = "keep-env", value_name = "VAR")]
-    keep_env: Vec<String>,
+    pub(crate) keep_env: Vec<String>,
     /// Write what the sandbox enforced, as JSON, to FILE.
     #[arg(long, value_name = "FILE")]
-    report: Option<PathBuf>,
+    pub(crate) report: Option<PathBuf>,
     /// Print the verdict and the resolved sandbox, and run nothing.
     #[arg(long)]
-    dry_run: bool,
+    pub(crate) dry_run: bool,
     /// Run even when the kernel lacks a layer; the report lists the guarantees that are gone.
     #[arg(long)]
-    allow_degraded: bool,
+    pub(crate) allow_degraded: bool,
     /// The command: one argument is shell text, run by `bash -c` (sh without bash); several
     /// are an argv.
     #[arg(value_name = "COMMAND", trailing_var_arg = true, required = true)]
-    command: Vec<String>,
+    pub(crate) command: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -150,9 +150,12 @@ fn main() {
     // `check` runs before every command an agent runs: its usual argv is read here without
     // building clap's command tree, about a fifth of a whole `check` (docs/benchmarks.md).
     // Anything else, help and every error included, is clap's to parse and to word.
-    let command = match quick_check_args(raw.get(1..).unwrap_or_default()) {
-        Some(args) => Command::Check(args),
-        None => Cli::parse().command,
+    // `exec` likewise, for the forms the agent hooks write (`exec --sandbox P -- TEXT`).
+    let args = raw.get(1..).unwrap_or_default();
+    let command = match (quick_check_args(args), quick_exec_args(args)) {
+        (Some(a), _) => Command::Check(a),
+        (_, Some(a)) => Command::Exec(a),
+        _ => Cli::parse().command,
     };
     let code = match run(command) {
         Ok(code) => code,
@@ -219,6 +222,60 @@ fn quick_check_args(args: &[String]) -> Option<CheckArgs> {
         return None;
     }
     Some(a)
+}
+
+/// `pinfold exec`'s arguments in the forms clap would read the same way: `-c`/`--config`,
+/// `--sandbox`, `--cwd`, `--net off|on`, `--report`, `--dry-run` and `--allow-degraded`, each
+/// at most once, before a non-empty command. `None` for anything else (the repeatable options
+/// among them), which clap then parses; the `tests` module checks the two agree.
+fn quick_exec_args(args: &[String]) -> Option<exec::ExecArgs> {
+    let (first, rest) = args.split_first()?;
+    if first != "exec" {
+        return None;
+    }
+    let mut a = exec::ExecArgs::default();
+    let value = |v: Option<&String>| v.filter(|v| !v.is_empty() && !v.starts_with('-')).cloned();
+    let mut i = 0;
+    while let Some(arg) = rest.get(i) {
+        i += 1;
+        let slot = match arg.as_str() {
+            "--" => {
+                a.command = rest[i..].to_vec();
+                break;
+            }
+            "--dry-run" if !a.dry_run => {
+                a.dry_run = true;
+                continue;
+            }
+            "--allow-degraded" if !a.allow_degraded => {
+                a.allow_degraded = true;
+                continue;
+            }
+            "-c" | "--config" if a.config.is_none() => &mut a.config,
+            "--cwd" if a.cwd.is_none() => &mut a.cwd,
+            "--report" if a.report.is_none() => &mut a.report,
+            "--sandbox" if a.sandbox.is_none() => {
+                a.sandbox = Some(value(rest.get(i))?);
+                i += 1;
+                continue;
+            }
+            "--net" if a.net.is_none() => {
+                a.net = Some(value(rest.get(i)).filter(|v| v == "off" || v == "on")?);
+                i += 1;
+                continue;
+            }
+            s if s.starts_with('-') => return None,
+            // The command's first word: it and everything after it are the command.
+            _ => {
+                a.command = rest[i - 1..].to_vec();
+                break;
+            }
+        };
+        *slot = Some(PathBuf::from(value(rest.get(i))?));
+        i += 1;
+    }
+    // clap requires a command.
+    (!a.command.is_empty()).then_some(a)
 }
 
 fn run(command: Command) -> Result<i32, anyhow_lite::Error> {
@@ -477,6 +534,62 @@ mod tests {
         for args in [&["check", "-c", "p.toml", "--", "git status"][..], &["check", "--json", "ls"], &["check"]] {
             let owned: Vec<String> = args.iter().map(|s| s.to_string()).collect();
             assert!(quick_check_args(&owned).is_some(), "{args:?}");
+        }
+    }
+
+    /// The same for `exec`: wherever the quick reading answers, clap answers the same.
+    #[test]
+    fn quick_exec_args_agree_with_clap() {
+        fn by_clap(args: &[&str]) -> Option<exec::ExecArgs> {
+            match Cli::try_parse_from(std::iter::once("pinfold").chain(args.iter().copied())) {
+                Ok(Cli { command: Command::Exec(a) }) => Some(a),
+                _ => None,
+            }
+        }
+        let cases: &[&[&str]] = &[
+            &["exec", "--", "true"],
+            &["exec", "true"],
+            &["exec", "ls", "-la"],
+            &["exec", "--sandbox", "workspace", "--", "cargo test"],
+            &["exec", "-c", "p.toml", "--cwd", "/tmp", "--", "make", "-j2"],
+            &["exec", "--config", "p.toml", "--net", "off", "git", "status"],
+            &["exec", "--net", "on", "--report", "r.json", "--dry-run", "--", "ls"],
+            &["exec", "--allow-degraded", "ls", "--dry-run"],
+            &["exec", "--", "--", "x"],
+            &["exec", "--", "--net"],
+            &["exec", "--", ""],
+            &["exec", "rm", "-rf", "my dir"],
+            // Declined (clap parses these): errors, help, repeatable options, odd spellings.
+            &["exec"],
+            &["exec", "--"],
+            &["exec", "--dry-run"],
+            &["exec", "--net", "maybe", "ls"],
+            &["exec", "--net", "--", "ls"],
+            &["exec", "--sandbox", "a", "--sandbox", "b", "ls"],
+            &["exec", "--dry-run", "--dry-run", "ls"],
+            &["exec", "-c", "", "ls"],
+            &["exec", "-c"],
+            &["exec", "--write", "out", "ls"],
+            &["exec", "--keep-env", "TOKEN", "ls"],
+            &["exec", "--deny-read", "x", "--deny-write", "y", "ls"],
+            &["exec", "--config=p.toml", "ls"],
+            &["exec", "--sandbox=workspace", "ls"],
+            &["exec", "-h"],
+            &["exec", "--help"],
+            &["exec", "-", "ls"],
+            &["check", "ls"],
+            &[],
+        ];
+        for args in cases {
+            let owned: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            if let Some(quick) = quick_exec_args(&owned) {
+                assert_eq!(Some(quick), by_clap(args), "{args:?}");
+            }
+        }
+        // What the agent hooks write, and the README's forms, are read quickly.
+        for args in [&["exec", "--sandbox", "workspace", "--", "cargo test"][..], &["exec", "--", "true"], &["exec", "-c", "p.toml", "ls"]] {
+            let owned: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            assert!(quick_exec_args(&owned).is_some(), "{args:?}");
         }
     }
 }

@@ -107,9 +107,19 @@ impl Span {
     /// One line: `ROOT<TAB>FROM-TO,FROM-TO…<TAB>PID:FROM,PID:FROM…` (roots with a tab or a line
     /// break in their path are not recorded: see [`begin_run`]).
     fn to_line(&self) -> String {
-        let iv: Vec<String> = self.intervals.iter().map(|(a, b)| format!("{a}-{b}")).collect();
-        let ac: Vec<String> = self.active.iter().map(|(p, f)| format!("{p}:{f}")).collect();
-        format!("{}\t{}\t{}\n", self.root.display(), iv.join(","), ac.join(","))
+        use std::fmt::Write;
+        // One buffer, no string per number: written at the start and the end of every run.
+        let mut line = String::with_capacity(64 + 40 * (self.intervals.len() + self.active.len()));
+        let _ = write!(line, "{}\t", self.root.display());
+        for (i, (a, b)) in self.intervals.iter().enumerate() {
+            let _ = write!(line, "{}{a}-{b}", if i > 0 { "," } else { "" });
+        }
+        line.push('\t');
+        for (i, (p, f)) in self.active.iter().enumerate() {
+            let _ = write!(line, "{}{p}:{f}", if i > 0 { "," } else { "" });
+        }
+        line.push('\n');
+        line
     }
 
     fn parse_rest(root: &str, rest: &str) -> Option<Span> {
