@@ -100,7 +100,7 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
     let mut writable = Vec::new();
     let mut missing_writable = Vec::new();
     for w in &policy.writable {
-        match std::fs::canonicalize(w) {
+        match sys::canonicalize(w) {
             Ok(c) => {
                 if !writable.contains(&c) {
                     writable.push(c);
@@ -116,7 +116,7 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
         if matches.is_empty() && has_glob(pattern) {
             // Nothing matches yet: protect the directory the glob would create files in.
             if let Some(parent) = pattern.parent().filter(|p| !has_glob(p)) {
-                if let Ok(c) = std::fs::canonicalize(parent) {
+                if let Ok(c) = sys::canonicalize(parent) {
                     if under_any(&c, &writable) && !write_deny.contains(&c) && !writable.contains(&c) {
                         write_deny.push(c);
                     }
@@ -125,7 +125,7 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
             continue;
         }
         for d in matches {
-            match std::fs::canonicalize(&d) {
+            match sys::canonicalize(&d) {
                 Ok(c) => {
                     if !write_deny.contains(&c) {
                         write_deny.push(c);
@@ -141,7 +141,7 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
                     // Only paths a command could create need a placeholder.
                     let Some((ph, is_dir)) = placeholder_for(&d) else { continue };
                     let parent = ph.parent().map(Path::to_path_buf).unwrap_or_default();
-                    let Ok(cp) = std::fs::canonicalize(&parent) else { continue };
+                    let Ok(cp) = sys::canonicalize(&parent) else { continue };
                     if under_any(&cp, &writable) {
                         placeholders.push((d.clone(), cp.join(ph.file_name().unwrap_or_default()), is_dir));
                     }
@@ -152,7 +152,7 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
     let mut read_deny = Vec::new();
     for pattern in &policy.read_deny {
         for r in expand(pattern) {
-            if let Ok(c) = std::fs::canonicalize(&r) {
+            if let Ok(c) = sys::canonicalize(&r) {
                 let is_dir = c.is_dir();
                 if !read_deny.iter().any(|(p, _)| *p == c) {
                     read_deny.push((c, is_dir));
@@ -381,7 +381,7 @@ pub(crate) fn run(
             hint: "use Linux 5.13 or newer with Landlock enabled (lsm=…,landlock), or pass --allow-degraded to run without it".into(),
         });
     }
-    let cwd = std::fs::canonicalize(&policy.cwd).map_err(|source| SandboxError::Setup { step: format!("working directory {}", policy.cwd.display()), source })?;
+    let cwd = sys::canonicalize(&policy.cwd).map_err(|source| SandboxError::Setup { step: format!("working directory {}", policy.cwd.display()), source })?;
     let mut r = resolve(policy)?;
     let (uid, gid) = sys::ids();
     let run_dir = run_base(uid)?;
