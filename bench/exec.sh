@@ -36,6 +36,10 @@ TOML
 # The kernel's floor (bench/floor.c): the namespace and mount steps alone, in C.
 gcc -O2 -static -o "$work/floor" bench/floor.c 2>/dev/null
 mkdir -p "$work/scratch"
+# The floor of a pre-warmed design (bench/warm.c): a skeleton sandbox made beforehand (in
+# hyperfine's --prepare, untimed), claimed by a small client that runs `true` in it.
+gcc -O2 -static -o "$work/warm" bench/warm.c 2>/dev/null
+mkdir -p "$work/warm-dir"
 # PRIO=fifo runs the whole measurement at real-time priority (chrt -f 50), so that other
 # processes on this 2-core VM (compilers, say) do not decide the medians; say so with the
 # numbers. Without it, the default scheduler.
@@ -46,13 +50,14 @@ cd "$work/project"
 "$OLDPWD/$bin" exec -c "$work/no-ledger.toml" -- true
 "$OLDPWD/$bin" exec -c "$work/proxy.toml" -- true
 "${prio[@]}" hyperfine -N --warmup 50 --runs "${RUNS:-500}" --export-json "$OLDPWD/$out/exec.json" \
-    -n "true" "/bin/true" \
-    -n "pinfold-exec" "$OLDPWD/$bin exec -- true" \
-    -n "pinfold-exec-no-ledger" "$OLDPWD/$bin exec -c $work/no-ledger.toml -- true" \
-    -n "pinfold-exec-proxy-no-ledger" "$OLDPWD/$bin exec -c $work/proxy.toml -- true" \
-    -n "floor-namespaces" "$work/floor 1 $work/scratch" \
-    -n "floor-namespaces-root" "$work/floor 2 $work/scratch" \
-    -n "bwrap" "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent -- true" \
+    -n "true" --prepare /bin/true "/bin/true" \
+    -n "pinfold-exec" --prepare /bin/true "$OLDPWD/$bin exec -- true" \
+    -n "pinfold-exec-no-ledger" --prepare /bin/true "$OLDPWD/$bin exec -c $work/no-ledger.toml -- true" \
+    -n "pinfold-exec-proxy-no-ledger" --prepare /bin/true "$OLDPWD/$bin exec -c $work/proxy.toml -- true" \
+    -n "floor-namespaces" --prepare /bin/true "$work/floor 1 $work/scratch" \
+    -n "floor-namespaces-root" --prepare /bin/true "$work/floor 2 $work/scratch" \
+    -n "floor-warm" --prepare "$work/warm serve $work/warm-dir" "$work/warm run $work/warm-dir -- /bin/true" \
+    -n "bwrap" --prepare /bin/true "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent -- true" \
     >/dev/null
 cd "$OLDPWD"
 python3 - "$out/exec.json" <<'PY'
@@ -66,6 +71,8 @@ p, b = d["pinfold-exec"]["median"] - t, d["bwrap"]["median"] - t
 print(f"pinfold overhead / bwrap overhead = {p/b:.2f}")
 f = d["floor-namespaces-root"]["median"] - t
 print(f"kernel floor (namespaces + read-only root, C) overhead / bwrap overhead = {f/b:.2f}")
+w = d["floor-warm"]["median"] - t
+print(f"pre-warmed floor (skeleton made beforehand, C) overhead / bwrap overhead = {w/b:.2f}")
 x, n = d["pinfold-exec-proxy-no-ledger"]["median"], d["pinfold-exec-no-ledger"]["median"]
 print(f"allowlist (egress proxy) - network off, both without ledger = {(x-n)*1e3:.3f}ms")
 PY
