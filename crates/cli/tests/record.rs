@@ -301,6 +301,25 @@ fn exec_runs_nothing_when_the_start_cannot_be_recorded() {
     assert!(!marker.exists(), "the command ran without being recorded");
 }
 
+/// The sandbox is set up while the start of the run is recorded (the ledger's exec_start
+/// and the record of the roots open to it, trust.rs), and the command waits, confined, for
+/// that to finish: when the record of the roots cannot be written (here the file is a
+/// directory), the sandbox is torn down and nothing of the command runs.
+#[test]
+fn exec_runs_nothing_when_its_roots_cannot_be_recorded() {
+    let w = World::new();
+    fs::create_dir_all(w.state.join("sandbox-roots")).unwrap();
+    let marker = w.proj.join("ran");
+    let o = w.run(&["exec", "--", &format!("touch {}", marker.display())], b"");
+    assert_eq!(o.code, 125, "{}", o.stderr);
+    assert!(!marker.exists(), "the command ran before its start was recorded");
+    // The control: the same run once the record can be written.
+    fs::remove_dir(w.state.join("sandbox-roots")).unwrap();
+    let o = w.run(&["exec", "--", &format!("touch {}", marker.display())], b"");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(marker.exists(), "{}", o.stderr);
+}
+
 #[test]
 fn the_sandbox_cannot_read_or_write_the_ledger_even_inside_the_project() {
     let mut w = World::new();

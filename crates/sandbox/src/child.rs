@@ -21,7 +21,9 @@
 //! the most of any step, and this way it is made in parallel. With the network on, it is
 //! simply dropped.
 //! 2. **command**: new session; close stray descriptors; Landlock; no_new_privs;
-//!    drop every capability; seccomp last; report; `execve`.
+//!    drop every capability; seccomp last; report; wait for the parent's go on the report
+//!    channel (sent once the parent's caller has released the run, see
+//!    [`crate::Policy::run_released`]; without it the command exits unrun); `execve`.
 //! 3. init forwards signals to the command, reaps every process, and exits with the
 //!    command's status when it ends — which kills anything the command left behind, since
 //!    the pid namespace dies with its init.
@@ -60,6 +62,10 @@ pub(crate) enum Event {
 
 /// Exit code for a setup failure inside the sandbox.
 pub(crate) const SETUP_FAILED: i32 = 125;
+
+/// The byte the parent sends on the report channel to let a gated command exec (see
+/// [`Spec::gate`]).
+pub(crate) const GO: &[u8] = b"g";
 
 /// Signals init and the helper pass on to the command.
 pub(crate) const FORWARDED: &[libc::c_int] =
@@ -436,6 +442,15 @@ fn command(spec: &Spec, mut rep: Reporter) -> ! {
         .collect();
     if argv.is_empty() {
         rep.fail("no command given".into());
+    }
+    // Gated: confined already, wait for the parent's go. Anything else (the channel closed:
+    // the run was not released, or the parent died) ends the command here, unrun.
+    if spec.gate {
+        let mut go = [0u8; 1];
+        let got = rep.0.as_mut().map(|f| f.read(&mut go));
+        if !matches!(got, Some(Ok(1))) || go != GO {
+            sys::exit_now(SETUP_FAILED);
+        }
     }
     let err = sys::execvpe(&argv, &env);
     let errno = err.raw_os_error().unwrap_or(0);

@@ -151,11 +151,12 @@ impl Policy {
         parent::run(self, argv, pre, &mut || Ok(()), &mut |_| {})
     }
 
-    /// [`Policy::run_prestarted`], with `release` called once the sandbox is resolved and
-    /// just before the command is handed to it: an error from `release` stops the run there
-    /// ([`SandboxError::NotReleased`]), before anything of the command has run. For work that
-    /// must finish before the command starts but can overlap the setup (the CLI makes its
-    /// `exec_start` audit record durable meanwhile).
+    /// [`Policy::run_prestarted`], with `release` called once the sandbox has its spec: the
+    /// sandbox builds its mounts and the command process confines itself meanwhile, then
+    /// waits for the parent's go before its `execve`. An error from `release` kills the
+    /// sandbox there ([`SandboxError::NotReleased`]), before anything of the command has run.
+    /// For work that must finish before the command starts but can overlap the setup (the CLI
+    /// makes its `exec_start` audit record durable meanwhile).
     pub fn run_released(
         &self,
         argv: &[String],

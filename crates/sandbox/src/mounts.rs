@@ -54,6 +54,13 @@ pub(crate) struct Spec {
     pub allow_degraded: bool,
     pub uid: u32,
     pub gid: u32,
+    /// The command waits, confined, for one byte on the report channel before its `execve`:
+    /// the parent sends it once its caller has released the run (see
+    /// [`crate::Policy::run_released`]), so the setup overlaps the caller's last work and
+    /// nothing of the command runs before it. Without the byte (the channel closed), the
+    /// command exits unrun.
+    #[serde(default)]
+    pub gate: bool,
 }
 
 fn step(what: impl Into<String>, r: std::io::Result<()>) -> Result<(), String> {

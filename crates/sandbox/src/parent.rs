@@ -6,7 +6,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::child::{Base, Event, Late, FORWARDED, SETUP_FAILED};
+use crate::child::{Base, Event, Late, FORWARDED, GO, SETUP_FAILED};
 use crate::mounts::Spec;
 use crate::{env, probe, sys, LayerStatus, Network, Outcome, Plan, Policy, SandboxError, SandboxReport};
 
@@ -435,6 +435,7 @@ pub(crate) fn run(
         allow_degraded: policy.allow_degraded,
         uid,
         gid,
+        gate: true,
     };
     let mut report = SandboxReport {
         writable: r.writable.clone(),
@@ -454,8 +455,7 @@ pub(crate) fn run(
     if policy.private_tmp {
         report.writable.push(tmpdir.clone());
     }
-    release().map_err(SandboxError::NotReleased)?;
-    let (code, reaper) = spawn_and_wait(&spec, &mut report, pre, listener)?;
+    let (code, reaper) = spawn_and_wait(&spec, &mut report, pre, release, listener)?;
     drop(held);
     Ok(Outcome { code, report, reaper: std::sync::Arc::new(reaper) })
 }
@@ -572,6 +572,7 @@ fn spawn_and_wait(
     spec: &Spec,
     report: &mut SandboxReport,
     pre: Option<Prestart>,
+    release: &mut dyn FnMut() -> Result<(), String>,
     listener: &mut dyn FnMut(std::net::TcpListener),
 ) -> Result<(i32, Reaper), SandboxError> {
     // Take forwarded signals from a signalfd while the command runs (Ctrl-C reaches us, the
@@ -590,6 +591,17 @@ fn spawn_and_wait(
             return Err(e);
         }
     };
+    // The sandbox sets itself up (mounts, the command's own layers) while the caller
+    // finishes what must precede the command; the command then waits for the go (the spec's
+    // `gate`). Not released: the sandbox is killed with nothing of the command run.
+    if let Err(why) = release() {
+        let _ = sys::kill(pid, libc::SIGKILL);
+        let _ = sys::waitpid(pid, 0);
+        let _ = sys::unblock_signals(FORWARDED);
+        return Err(SandboxError::NotReleased(why));
+    }
+    // A sandbox that failed meanwhile has closed its end: its report says why.
+    let _ = sys::send_nosignal(&rep_r, GO);
     let pidfd = sys::pidfd_open(pid).map_err(setup_err("pidfd_open"))?;
     let rep = rep_r;
     let mut buf: Vec<u8> = Vec::new();

@@ -589,3 +589,10 @@ mod canonicalize_tests {
         assert_eq!(super::canonicalize(std::path::Path::new(".")).unwrap(), std::fs::canonicalize(".").unwrap());
     }
 }
+
+/// `send(2)` of `data` on a connected socket, without SIGPIPE when the peer has gone.
+pub(crate) fn send_nosignal(sock: &impl AsRawFd, data: &[u8]) -> io::Result<usize> {
+    // SAFETY: `data` is valid for `data.len()` bytes for the duration of the call.
+    let n = unsafe { libc::send(sock.as_raw_fd(), data.as_ptr().cast(), data.len(), libc::MSG_NOSIGNAL) };
+    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+}
