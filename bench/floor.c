@@ -10,60 +10,20 @@
  *
  * Build: gcc -O2 -static -o floor bench/floor.c (needs a scratch directory as argv[2]).
  */
-#define _GNU_SOURCE
-#include <fcntl.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mount.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "skeleton.h"
 
-#ifndef MOUNT_ATTR_RDONLY
-#define MOUNT_ATTR_RDONLY 0x1
-struct mount_attr { unsigned long long attr_set, attr_clr, propagation, userns_fd; };
-#endif
-#ifndef AT_RECURSIVE
-#define AT_RECURSIVE 0x8000
-#endif
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 
 static int mode, uid, gid, report[2];
 static const char *scratch;
 static char stack[1 << 16];
 
-static void die(const char *what) { perror(what); _exit(125); }
-
-static void put(const char *file, const char *text) {
-    int fd = open(file, O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || write(fd, text, strlen(text)) < 0) die(file);
-    close(fd);
-}
-
 static int init(void *arg) {
     (void)arg;
-    char line[64];
-    put("/proc/self/setgroups", "deny");
-    snprintf(line, sizeof line, "%d %d 1\n", uid, uid);
-    put("/proc/self/uid_map", line);
-    snprintf(line, sizeof line, "%d %d 1\n", gid, gid);
-    put("/proc/self/gid_map", line);
-    if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET)) die("unshare");
-    if (mode >= 2) {
-        char root[4096], proc[4096];
-        snprintf(root, sizeof root, "%s/root", scratch);
-        snprintf(proc, sizeof proc, "%s/root/proc", scratch);
-        struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
-        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) die("private");
-        if (mount("/", root, NULL, MS_BIND | MS_REC, NULL)) die("bind /");
-        if (syscall(SYS_mount_setattr, AT_FDCWD, root, AT_RECURSIVE, &ro, sizeof ro)) die("read-only");
-        if (mount("proc", proc, "proc", 0, NULL)) die("proc");
-        if (chdir(root) || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) || chdir("/"))
-            die("pivot_root");
-    }
+    skeleton_namespaces(uid, gid);
+    if (mode >= 2) skeleton_root(scratch);
     pid_t child = fork();
     if (child < 0) die("fork");
     if (child == 0) {

@@ -22,44 +22,21 @@
  * Build: gcc -O2 -static -o warm bench/warm.c (DIR must be writable; DIR/root is the
  * mount point of the new root, as SCRATCH/root is for floor).
  */
-#define _GNU_SOURCE
+#include "skeleton.h"
+
 #include <errno.h>
-#include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <unistd.h>
-
-#ifndef MOUNT_ATTR_RDONLY
-#define MOUNT_ATTR_RDONLY 0x1
-struct mount_attr { unsigned long long attr_set, attr_clr, propagation, userns_fd; };
-#endif
-#ifndef AT_RECURSIVE
-#define AT_RECURSIVE 0x8000
-#endif
 
 #define MAX_ARGS 4096           /* bytes of NUL-separated argv a job may carry */
 
 static int uid, gid, ready[2], listener;
 static const char *dir;
 static char stack[1 << 16];
-
-static void die(const char *what) { perror(what); _exit(125); }
-
-static void put(const char *file, const char *text) {
-    int fd = open(file, O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || write(fd, text, strlen(text)) < 0) die(file);
-    close(fd);
-}
 
 static void sock_path(struct sockaddr_un *addr, const char *d) {
     memset(addr, 0, sizeof *addr);
@@ -139,7 +116,6 @@ static void job(int conn) {
 
 static int init(void *arg) {
     (void)arg;
-    char line[64];
     close(ready[0]);
     /* Detach: a session of its own, stdin and stdout to /dev/null now; stderr too, once
      * the skeleton is built, so that setup errors still reach the `serve` caller. */
@@ -147,22 +123,8 @@ static int init(void *arg) {
     int null = open("/dev/null", O_RDWR);
     if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0) die("/dev/null");
 
-    put("/proc/self/setgroups", "deny");
-    snprintf(line, sizeof line, "%d %d 1\n", uid, uid);
-    put("/proc/self/uid_map", line);
-    snprintf(line, sizeof line, "%d %d 1\n", gid, gid);
-    put("/proc/self/gid_map", line);
-    if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET)) die("unshare");
-    char root[4096], proc[4096];
-    snprintf(root, sizeof root, "%s/root", dir);
-    snprintf(proc, sizeof proc, "%s/root/proc", dir);
-    struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) die("private");
-    if (mount("/", root, NULL, MS_BIND | MS_REC, NULL)) die("bind /");
-    if (syscall(SYS_mount_setattr, AT_FDCWD, root, AT_RECURSIVE, &ro, sizeof ro)) die("read-only");
-    if (mount("proc", proc, "proc", 0, NULL)) die("proc");
-    if (chdir(root) || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) || chdir("/"))
-        die("pivot_root");
+    skeleton_namespaces(uid, gid);
+    skeleton_root(dir);
 
     if (dup2(null, 2) < 0) die("/dev/null");
     if (null > 2) close(null);
