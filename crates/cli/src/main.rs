@@ -1,6 +1,9 @@
 //! `pinfold`: the command line. Thin glue: parse flags, load configuration, call the crates,
 //! map outcomes to exit codes and output. Exit codes are documented in [`exit`].
 
+// The process starts at the C `main` below, not through std's runtime (see there).
+#![cfg_attr(not(test), no_main)]
+
 mod audit;
 mod check;
 mod exec;
@@ -141,7 +144,50 @@ struct FileArgs {
     cwd: Option<PathBuf>,
 }
 
-fn main() {
+/// The process's entry point, called by the C runtime: pinfold skips std's start-up, which
+/// on every run reads and parses `/proc/self/maps` (glibc's `pthread_getattr_np`) to place a
+/// guard page under the main thread's stack, and installs stack-overflow handlers with an
+/// alternate signal stack: 41K instructions and a dozen system calls of a `check` that takes
+/// about 0.5 ms above a bare process (docs/benchmarks.md). What pinfold needs of that
+/// start-up it does here: descriptors 0–2 open (on `/dev/null` when closed, so that no file
+/// pinfold opens lands on them), SIGPIPE ignored (a closed pipe is an error to report, as with
+/// std), and a panic ending the process with status 101, as std does. `std::env::args` works
+/// without the runtime (glibc hands std the arguments through `.init_array`). What is gone: the
+/// message std prints when the main thread overflows its stack (the guard page the kernel
+/// keeps still stops it: the process dies of SIGSEGV).
+#[cfg(not(test))]
+#[allow(unsafe_code)]
+#[unsafe(no_mangle)]
+extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+    start_up();
+    match std::panic::catch_unwind(run_main) {
+        Ok(never) => match never {},
+        Err(_) => 101,
+    }
+}
+
+/// std's start-up steps that pinfold keeps (see [`main`]).
+#[cfg(not(test))]
+#[allow(unsafe_code)]
+fn start_up() {
+    let mut fds = [0, 1, 2].map(|fd| libc::pollfd { fd, events: 0, revents: 0 });
+    // SAFETY: `fds` holds three pollfd entries for the duration of the call.
+    if unsafe { libc::poll(fds.as_mut_ptr(), 3, 0) } >= 0 {
+        for p in fds.iter().filter(|p| p.revents & libc::POLLNVAL != 0) {
+            // SAFETY: a constant C string; the lowest free descriptor, `p.fd`, is the one
+            // opened, and it is meant to stay open for the life of the process.
+            let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+            if fd != p.fd {
+                std::process::abort();
+            }
+        }
+    }
+    // SAFETY: setting a signal's disposition to SIG_IGN runs no code of ours.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
+
+#[cfg_attr(test, allow(dead_code))]
+fn run_main() -> std::convert::Infallible {
     // The sandbox re-executes pinfold as its helper: route that before any flag parsing.
     let raw: Vec<String> = std::env::args().collect();
     if raw.get(1).map(String::as_str) == Some(pinfold_sandbox::HELPER_ARG) {

@@ -320,6 +320,27 @@ fn exec_runs_nothing_when_its_roots_cannot_be_recorded() {
     assert!(marker.exists(), "{}", o.stderr);
 }
 
+/// pinfold starts without std's runtime (main.rs), so it opens `/dev/null` on closed standard
+/// descriptors itself: otherwise, started with stdout closed, the ledger would be opened as
+/// descriptor 1 and the verdict printed into it. Each of 0, 1 and 2 closed in turn, then the
+/// ledger must hold exactly the three check records and verify.
+#[test]
+fn closed_standard_descriptors_do_not_become_the_ledger() {
+    let mut w = World::new();
+    // No policy cache: it would be opened first and held (so the ledger would get 3).
+    w.set("PINFOLD_NO_CACHE", "1");
+    for fd in 0..3 {
+        let o = w.run_program(&["/bin/sh", "-c", &format!("exec \"$0\" check -- 'git status' {fd}>&-"), BIN]);
+        assert_eq!(o.code, 0, "fd {fd} closed: {}", o.stderr);
+    }
+    let text = fs::read_to_string(w.state.join("ledger.jsonl")).unwrap();
+    assert!(text.lines().all(|l| l.starts_with('{')), "the verdict went into the ledger:\n{text}");
+    let records = w.records();
+    assert_eq!(records.len(), 3, "{records:?}");
+    assert!(records.iter().all(|r| r["kind"] == "check"), "{records:?}");
+    w.verify();
+}
+
 #[test]
 fn the_sandbox_cannot_read_or_write_the_ledger_even_inside_the_project() {
     let mut w = World::new();
