@@ -569,17 +569,27 @@ mod tests {
             &["validate"],
             &[],
         ];
+        // The usual forms are read quickly, not handed to clap.
+        let usual: &[&[&str]] = &[&["check", "-c", "p.toml", "--", "git status"], &["check", "--json", "ls"], &["check"]];
+        agrees_with_clap(quick_check_args, by_clap, cases, usual);
+    }
+
+    /// Wherever `quick` reads an argv, `clap` reads it the same; and each of `usual` is read
+    /// by `quick`, not left to clap.
+    fn agrees_with_clap<T: PartialEq + std::fmt::Debug>(
+        quick: fn(&[String]) -> Option<T>,
+        clap: fn(&[&str]) -> Option<T>,
+        cases: &[&[&str]],
+        usual: &[&[&str]],
+    ) {
+        let owned = |args: &[&str]| args.iter().map(|s| s.to_string()).collect::<Vec<String>>();
         for args in cases {
-            let owned: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-            let quick = quick_check_args(&owned);
-            if quick.is_some() {
-                assert_eq!(quick, by_clap(args), "{args:?}");
+            if let Some(q) = quick(&owned(args)) {
+                assert_eq!(Some(q), clap(args), "{args:?}");
             }
         }
-        // The usual forms are read quickly, not handed to clap.
-        for args in [&["check", "-c", "p.toml", "--", "git status"][..], &["check", "--json", "ls"], &["check"]] {
-            let owned: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-            assert!(quick_check_args(&owned).is_some(), "{args:?}");
+        for args in usual {
+            assert!(quick(&owned(args)).is_some(), "{args:?}");
         }
     }
 
@@ -626,16 +636,8 @@ mod tests {
             &["check", "ls"],
             &[],
         ];
-        for args in cases {
-            let owned: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-            if let Some(quick) = quick_exec_args(&owned) {
-                assert_eq!(Some(quick), by_clap(args), "{args:?}");
-            }
-        }
         // What the agent hooks write, and the README's forms, are read quickly.
-        for args in [&["exec", "--sandbox", "workspace", "--", "cargo test"][..], &["exec", "--", "true"], &["exec", "-c", "p.toml", "ls"]] {
-            let owned: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-            assert!(quick_exec_args(&owned).is_some(), "{args:?}");
-        }
+        let usual: &[&[&str]] = &[&["exec", "--sandbox", "workspace", "--", "cargo test"], &["exec", "--", "true"], &["exec", "-c", "p.toml", "ls"]];
+        agrees_with_clap(quick_exec_args, by_clap, cases, usual);
     }
 }
