@@ -198,11 +198,10 @@ fn run_main() -> std::convert::Infallible {
     // Anything else, help and every error included, is clap's to parse and to word.
     // `exec` likewise, for the forms the agent hooks write (`exec --sandbox P -- TEXT`).
     let args = raw.get(1..).unwrap_or_default();
-    let command = match (quick_check_args(args), quick_exec_args(args)) {
-        (Some(a), _) => Command::Check(a),
-        (_, Some(a)) => Command::Exec(a),
-        _ => Cli::parse().command,
-    };
+    let command = quick_check_args(args)
+        .map(Command::Check)
+        .or_else(|| quick_exec_args(args).map(Command::Exec))
+        .unwrap_or_else(|| Cli::parse().command);
     let code = match run(command) {
         Ok(code) => code,
         Err(e) => {
@@ -236,8 +235,7 @@ fn quick_check_args(args: &[String]) -> Option<CheckArgs> {
         return None;
     }
     let mut a = CheckArgs { config: None, cwd: None, json: false, explain: false, command: Vec::new() };
-    // A separate value: clap reads `-c --json` as a missing value, so leave it to clap.
-    let value = |v: Option<&String>| v.filter(|v| !v.is_empty() && !v.starts_with('-')).map(PathBuf::from);
+    let value = |v: Option<&String>| option_value(v).map(PathBuf::from);
     let mut i = 0;
     while let Some(arg) = rest.get(i) {
         i += 1;
@@ -270,6 +268,12 @@ fn quick_check_args(args: &[String]) -> Option<CheckArgs> {
     Some(a)
 }
 
+/// An option's separate value, for the quick argv readers: `None` when it is missing, empty or
+/// looks like a flag (clap reads `-c --json` as a missing value), so that clap gets those.
+fn option_value(v: Option<&String>) -> Option<&String> {
+    v.filter(|v| !v.is_empty() && !v.starts_with('-'))
+}
+
 /// `pinfold exec`'s arguments in the forms clap would read the same way: `-c`/`--config`,
 /// `--sandbox`, `--cwd`, `--net off|on`, `--report`, `--dry-run` and `--allow-degraded`, each
 /// at most once, before a non-empty command. `None` for anything else (the repeatable options
@@ -280,7 +284,7 @@ fn quick_exec_args(args: &[String]) -> Option<exec::ExecArgs> {
         return None;
     }
     let mut a = exec::ExecArgs::default();
-    let value = |v: Option<&String>| v.filter(|v| !v.is_empty() && !v.starts_with('-')).cloned();
+    let value = |v: Option<&String>| option_value(v).cloned();
     let mut i = 0;
     while let Some(arg) = rest.get(i) {
         i += 1;
