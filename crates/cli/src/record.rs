@@ -11,11 +11,12 @@
 //! configuration.
 //!
 //! **Durability.** Every record is in the kernel's page cache before the decision takes
-//! effect, so it survives the crash or kill of any pinfold process. `exec_start` and `exec_end`
-//! are also `fdatasync`ed before the command starts and before exec returns its status; the
-//! sync of an `exec_start` makes every earlier record durable too. `check` and `hook` records
-//! reach the disk with the next synced record, the next checkpoint (always synced) or the
-//! kernel's writeback; a power loss can lose the last of them. `PINFOLD_LEDGER_FSYNC=1` syncs
+//! effect, so it survives the crash or kill of any pinfold process. `exec_start` is also
+//! `fdatasync`ed before the command starts, which makes every earlier record durable too.
+//! `exec_end`, `check` and `hook` records reach the disk with the next synced record (the next
+//! run's `exec_start`), the next checkpoint (always synced) or the kernel's writeback; a power
+//! loss can lose the last of them, and a lost `exec_end` leaves a run whose start is on disk
+//! and whose end is not: never a command that ran unrecorded. `PINFOLD_LEDGER_FSYNC=1` syncs
 //! every record, `=0` none (docs/ledger.md).
 
 use pinfold_ledger::{Ledger, Record};
@@ -39,7 +40,7 @@ pub struct Recorder {
 /// Which records are `fdatasync`ed (see the module's notes).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Sync {
-    /// `exec_start` and `exec_end` (the default).
+    /// `exec_start` (the default).
     Runs,
     Every,
     Never,
@@ -56,7 +57,7 @@ impl Sync {
 
     fn syncs(self, kind: &str) -> bool {
         match self {
-            Sync::Runs => matches!(kind, "exec_start" | "exec_end"),
+            Sync::Runs => kind == "exec_start",
             Sync::Every => true,
             Sync::Never => false,
         }
@@ -150,9 +151,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_runs_are_synced_by_default() {
-        assert!(Sync::Runs.syncs("exec_start") && Sync::Runs.syncs("exec_end"));
-        assert!(!Sync::Runs.syncs("check") && !Sync::Runs.syncs("hook") && !Sync::Runs.syncs("exec_refused"));
+    fn only_run_starts_are_synced_by_default() {
+        assert!(Sync::Runs.syncs("exec_start"));
+        assert!(!Sync::Runs.syncs("exec_end") && !Sync::Runs.syncs("check") && !Sync::Runs.syncs("hook") && !Sync::Runs.syncs("exec_refused"));
         assert!(Sync::Every.syncs("check") && !Sync::Never.syncs("exec_start"));
     }
 

@@ -407,7 +407,7 @@ fn a_host_allowlist_runs_through_the_proxy_and_is_recorded_so() {
 }
 
 /// The fsync policy (record.rs, docs/ledger.md), observed with strace: a `check` or `hook`
-/// record is not synced on its own, `exec_start` and `exec_end` are; `PINFOLD_LEDGER_FSYNC=1`
+/// record is not synced on its own, nor is `exec_end`; `exec_start` is; `PINFOLD_LEDGER_FSYNC=1`
 /// syncs every record, `=0` none.
 #[test]
 fn exec_records_are_synced_checks_are_not_unless_asked() {
@@ -432,9 +432,10 @@ fn exec_records_are_synced_checks_are_not_unless_asked() {
     // The first hook creates its token key (synced); the decisions after it are not.
     syncs(&w, &["hook", "claude-code"]);
     assert_eq!(syncs(&w, &["hook", "claude-code"]), 0);
-    assert_eq!(syncs(&w, &["exec", "--", "sh -c true"]), 2);
+    assert_eq!(syncs(&w, &["exec", "--", "sh -c true"]), 1);
     w.set("PINFOLD_LEDGER_FSYNC", "1");
     assert_eq!(syncs(&w, &["check", "--", "ls"]), 1);
+    assert_eq!(syncs(&w, &["exec", "--", "sh -c true"]), 2);
     w.set("PINFOLD_LEDGER_FSYNC", "0");
     assert_eq!(syncs(&w, &["exec", "--", "sh -c true"]), 0);
     w.verify();
