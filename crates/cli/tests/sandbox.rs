@@ -3020,6 +3020,7 @@ both_users!(
     flag_deny_write_and_deny_read,
     flag_cwd,
     flag_net_on_reaches_loopback,
+    nothing_runs_when_the_tree_cannot_be_built,
 );
 
 fn expect_code(fx: &Fx, r: &Run, want: i32, what: &str) {
@@ -3254,6 +3255,31 @@ fn flag_cwd(u: User) {
         fx.label(),
         r.show()
     );
+}
+
+/// The command process is forked before init builds the tree and confines itself meanwhile
+/// (child.rs); it must still run nothing when init then fails. Here init's last step fails:
+/// the working directory lies under a hidden directory, so it is missing from the tree. The
+/// command would write a marker outside the project; exit 125, no marker. The control, the
+/// same run without the hiding, writes it.
+fn nothing_runs_when_the_tree_cannot_be_built(u: User) {
+    let fx = Fx::new(u, "nothing_runs_when_the_tree_cannot_be_built");
+    fs::create_dir_all(fx.proj.join("sub")).expect("mkdir");
+    let out = fx.out.join("tree");
+    fs::create_dir_all(&out).expect("mkdir");
+    fx.own();
+    let marker = out.join("ran");
+    let argv = ["touch".to_string(), Fx::s(&marker)];
+    let cwd = Fx::s(&fx.proj.join("sub"));
+    let r = fx.exec(&["--cwd", &cwd, "--deny-read", &Fx::s(&fx.proj), "--write", &Fx::s(&out)], &argv);
+    assert!(
+        r.code == Some(125) && r.stderr.contains("chdir") && !marker.exists(),
+        "{}: init failed to build the tree (the working directory is hidden): exit 125 naming the step, and nothing run\n{}",
+        fx.label(),
+        r.show()
+    );
+    let r = fx.exec(&["--cwd", &cwd, "--write", &Fx::s(&out)], &argv);
+    assert!(r.code == Some(0) && marker.exists(), "{}: the control run must write the marker\n{}", fx.label(), r.show());
 }
 
 /// The positive side of `--net on`: a host loopback listener is reachable (so the network

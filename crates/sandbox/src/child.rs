@@ -8,22 +8,31 @@
 //!
 //! 1. **init** (pid 1 of the new pid namespace): ask to die with its parent; map its own uid
 //!    and gid; `unshare` mount, ipc and uts namespaces (and net when the network is known to
-//!    be off); build the policy-independent part of the mount tree; get the spec; join a new
-//!    network namespace when the network is off; build the rest of the tree and pivot into it
-//!    ([`crate::mounts`]); fork. (Through the helper, the helper makes the user, pid, ipc,
-//!    uts and net namespaces and init only the mount one.)
+//!    be off); fork the command process (step 2), which waits for its copy of the spec; build
+//!    the policy-independent part of the mount tree; get the spec and pass it on; build the
+//!    rest of the tree and pivot into it ([`crate::mounts`]) while the command confines
+//!    itself; send the command one byte when the tree is done. (Through the helper, the
+//!    helper makes the user, pid, ipc, uts and net namespaces and init only the mount one.)
 //!
 //! A sandbox started ahead of its policy ([`crate::Prestart`], cloned before the parent has
 //! judged the command) does step 1 up to the spec while the parent judges, and init reads the
-//! spec from a pipe. As the network is not known yet, a thread of init makes a network
-//! namespace of its own while init mounts (namespaces belong to threads), and init joins it
-//! if the spec says the network is off: the namespace takes the kernel about 0.3 ms to make,
-//! the most of any step, and this way it is made in parallel. With the network on, it is
-//! simply dropped.
-//! 2. **command**: new session; close stray descriptors; Landlock; no_new_privs;
-//!    drop every capability; seccomp last; report; wait for the parent's go on the report
-//!    channel (sent once the parent's caller has released the run, see
-//!    [`crate::Policy::run_released`]; without it the command exits unrun); `execve`.
+//! spec from a pipe. As the network is not known yet, init makes a network namespace for
+//! itself after the fork (the command stays in the host's) while it waits; if the spec says
+//! the network is off, init passes the namespace to the command with the spec, and the
+//! command joins it. The namespace takes the kernel 0.3–0.5 ms to make, the most of any
+//! step, and this way it is made before the spec arrives. With the network on it is simply
+//! unused: init itself needs no network then.
+//! 2. **command**, forked before the spec, confining itself while init mounts: the spec (and,
+//!    network off, the network namespace to join) from init; new session; close stray descriptors; no_new_privs; a
+//!    Landlock ruleset with the rules that name host inodes the mounts do not change (the
+//!    writable roots, bound over themselves, and the devices bound from the host); drop every
+//!    capability; seccomp. Then, after init's byte (the tree is built and init has pivoted,
+//!    which moved our root too): `chdir` to the working directory in the new tree (the old
+//!    one is in the detached tree); the Landlock rules for what the tree made (the private
+//!    temp dir, `/dev/pts`, `/dev/shm`), enforced; report; wait for the parent's go on the
+//!    report channel (sent once the parent's caller has released the run, see
+//!    [`crate::Policy::run_released`]; without it the command exits unrun); `execve`. No
+//!    byte (init failed and said why): exit unrun.
 //! 3. init forwards signals to the command, reaps every process, and exits with the
 //!    command's status when it ends — which kills anything the command left behind, since
 //!    the pid namespace dies with its init.
@@ -171,14 +180,7 @@ pub(crate) fn init_in_fork(base: Base, late: Late, report: std::fs::File) -> ! {
     if let Err(e) = sys::unshare(flags) {
         rep.fail(format!("create namespaces: {e}"));
     }
-    // Prestarted: the network is not known yet. A thread makes a network namespace while
-    // init mounts (the kernel takes about 0.3 ms for one, the most of any step); init joins
-    // it if the spec says the network is off (see `NetOffer`).
-    let net = match &late {
-        Late::Pipe(_) => NetOffer::start(),
-        Late::Known(_) => None,
-    };
-    init(base, late, net, rep)
+    init(base, late, rep)
 }
 
 /// The helper of the re-exec path: new namespaces, then init as its child.
@@ -212,7 +214,7 @@ fn helper(base: Base, late: Late, mut rep: Reporter) -> i32 {
         if let Err(e) = sys::unshare(libc::CLONE_NEWNS) {
             rep.fail(format!("create a mount namespace: {e}"));
         }
-        init(base, late, None, rep)
+        init(base, late, rep)
     }
     drop(rep);
     // The helper's only job now: pass signals on to init and return its status.
@@ -264,67 +266,42 @@ fn code_of(status: libc::c_int) -> i32 {
     }
 }
 
-/// A network namespace made in parallel by a thread of init: the thread unshares its own
-/// network namespace (namespaces belong to threads) and hands back a descriptor of it.
-struct NetOffer(std::thread::JoinHandle<std::io::Result<std::fs::File>>);
-
-impl NetOffer {
-    fn start() -> Option<NetOffer> {
-        std::thread::Builder::new()
-            .stack_size(64 * 1024)
-            .spawn(|| {
-                sys::unshare(libc::CLONE_NEWNET)?;
-                std::fs::File::open("/proc/thread-self/ns/net")
-            })
-            .ok()
-            .map(NetOffer)
-    }
-
-    /// Wait for the thread (init is single-threaded again after this); join its network
-    /// namespace when `use_it`. False if that was asked and could not be done.
-    fn finish(self, use_it: bool) -> bool {
-        match self.0.join() {
-            Ok(Ok(ns)) => !use_it || sys::setns_net_fd(&ns).is_ok(),
-            _ => !use_it,
+/// The command process's copy of the spec, from init (see [`init`]); joins the network
+/// namespace init made when the spec says the network is off. Ends the process, unrun, when
+/// init sends nothing (it failed, and said why).
+fn spec_from_init(sock: OwnedFd, prestarted: bool, rep: &mut Reporter) -> Spec {
+    let mut text = Vec::new();
+    let mut ns = None;
+    let mut chunk = [0u8; 8192];
+    loop {
+        match sys::recv_with_fds(&sock, &mut chunk) {
+            Ok((0, _)) => break,
+            Ok((n, fds)) => {
+                text.extend_from_slice(&chunk[..n]);
+                ns = ns.or(fds.into_iter().next());
+            }
+            Err(_) => sys::exit_now(SETUP_FAILED),
         }
     }
+    let Some((&kind, rest)) = text.split_first() else { sys::exit_now(SETUP_FAILED) };
+    let spec: Spec = match serde_json::from_slice(rest) {
+        Ok(s) => s,
+        Err(_) => sys::exit_now(SETUP_FAILED),
+    };
+    if prestarted && spec.network_off {
+        let joined = match (kind, ns) {
+            (b'n', Some(ns)) => sys::setns_net_fd(&ns),
+            _ => Err(std::io::Error::other("init sent none")),
+        };
+        if let Err(e) = joined {
+            rep.fail(format!("join the sandbox's network namespace: {e}"));
+        }
+    }
+    spec
 }
 
 /// pid 1 of the sandbox.
-fn init(base: Base, late: Late, net: Option<NetOffer>, mut rep: Reporter) -> ! {
-    // 2. The mount tree, in the mount namespace of our own made before.
-    if let Err(e) = mounts::build_base(&base.run_dir) {
-        rep.fail(e);
-    }
-    let net_pending = matches!(late, Late::Pipe(_));
-    let spec = match late {
-        Late::Known(spec) => spec,
-        Late::Pipe(pipe) => match read_spec(pipe) {
-            Ok(s) => s,
-            Err(e) => rep.fail(format!("read the sandbox spec: {e}")),
-        },
-    };
-    if spec.run_dir != base.run_dir || spec.uid != base.uid || spec.gid != base.gid {
-        rep.fail("the spec is for another run directory or user than the sandbox was started for".into());
-    }
-    if let Err(e) = mounts::build(&spec) {
-        rep.fail(e);
-    }
-    // A prestarted sandbox learns only now whether the network is off: join the network
-    // namespace the thread made meanwhile, or make one here if it could not. (Known from the
-    // start, it was made with the other namespaces.)
-    let joined = net.is_some_and(|n| n.finish(spec.network_off));
-    if net_pending && spec.network_off && !joined {
-        if let Err(e) = sys::unshare(libc::CLONE_NEWNET) {
-            rep.fail(format!("create a network namespace: {e}"));
-        }
-    }
-    if let Some(port) = spec.proxy_port {
-        if let Err(e) = proxy_listener(port, &mut rep) {
-            rep.fail(format!("make the proxy listener at 127.0.0.1:{port} in the sandbox: {e}"));
-        }
-    }
-    rep.send(&Event::Mounted);
+fn init(base: Base, late: Late, mut rep: Reporter) -> ! {
     // Signals sent to a pid namespace's init are dropped unless it has a handler: install a
     // no-op one, then take them from a signalfd.
     for s in crate::child::FORWARDED {
@@ -334,14 +311,84 @@ fn init(base: Base, late: Late, net: Option<NetOffer>, mut rep: Reporter) -> ! {
         Ok(f) => f,
         Err(e) => rep.fail(format!("signalfd in init: {e}")),
     };
+    // The command process is forked first, before the spec (a prestarted init waits for it
+    // anyway), so that the fork is not on the run's critical path. It gets the spec from init
+    // on `spec_there`, confines itself (most of its Landlock ruleset, capabilities, seccomp)
+    // while init builds the tree, then waits for init's byte on `mounted` before it goes on.
+    // End of file on either: init failed, and said why.
+    let (spec_here, spec_there) = match sys::socketpair() {
+        Ok(p) => p,
+        Err(e) => rep.fail(format!("socketpair: {e}")),
+    };
+    let (mounted_r, mounted_w) = match sys::pipe() {
+        Ok(p) => p,
+        Err(e) => rep.fail(format!("pipe: {e}")),
+    };
+    let prestarted = matches!(late, Late::Pipe(_));
     let pid = match sys::fork() {
         Ok(p) => p,
         Err(e) => rep.fail(format!("fork the command: {e}")),
     };
     if pid == 0 {
-        drop(sigfd);
-        command(&spec, rep)
+        drop((sigfd, spec_here, mounted_w));
+        if let Late::Pipe(p) = late {
+            drop(p);
+        }
+        let spec = spec_from_init(spec_there, prestarted, &mut rep);
+        command(&spec, rep, mounted_r)
     }
+    drop((spec_there, mounted_r));
+    // A prestarted sandbox learns only with the spec whether the network is off: init makes
+    // a network namespace now, while it waits (the kernel takes 0.3–0.5 ms for one, the most of
+    // any step), and hands it to the command with the spec if the network is off. (The command
+    // was forked in the host's, which it keeps when the network is on; init itself needs none.
+    // Known from the start, the namespace was made with the others.)
+    let net = prestarted.then(|| sys::unshare(libc::CLONE_NEWNET).and_then(|()| std::fs::File::open("/proc/thread-self/ns/net")));
+    // 2. The mount tree, in the mount namespace of our own made before.
+    if let Err(e) = mounts::build_base(&base.run_dir) {
+        rep.fail(e);
+    }
+    let text = match late {
+        Late::Known(spec) => serde_json::to_string(&spec).map_err(std::io::Error::other),
+        Late::Pipe(mut pipe) => {
+            let mut s = String::new();
+            pipe.read_to_string(&mut s).map(|_| s)
+        }
+    };
+    let spec: Spec = match text.as_deref().map(serde_json::from_str) {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => rep.fail(format!("read the sandbox spec: {e}")),
+        Err(e) => rep.fail(format!("read the sandbox spec: {e}")),
+    };
+    if spec.run_dir != base.run_dir || spec.uid != base.uid || spec.gid != base.gid {
+        rep.fail("the spec is for another run directory or user than the sandbox was started for".into());
+    }
+    let net = match net {
+        Some(Ok(ns)) if spec.network_off => Some(ns),
+        Some(Err(e)) if spec.network_off => rep.fail(format!("create a network namespace: {e}")),
+        _ => None,
+    };
+    // The spec for the command: a first byte (`n` with the network namespace attached, to
+    // join; `-` without), then the spec's text. Failing only when the command process has
+    // ended already (it reported why); its status is reaped below.
+    let sent = match &net {
+        Some(ns) => sys::send_with_fd(&spec_here, b"n", ns),
+        None => sys::send_nosignal(&spec_here, b"-").map(drop),
+    };
+    if sent.is_ok() {
+        let _ = std::fs::File::from(spec_here).write_all(text.as_deref().unwrap_or_default().as_bytes());
+    }
+    drop(net);
+    if let Err(e) = mounts::build(&spec) {
+        rep.fail(e);
+    }
+    if let Some(port) = spec.proxy_port {
+        if let Err(e) = proxy_listener(port, &mut rep) {
+            rep.fail(format!("make the proxy listener at 127.0.0.1:{port} in the sandbox: {e}"));
+        }
+    }
+    rep.send(&Event::Mounted);
+    let _ = std::fs::File::from(mounted_w).write_all(b"m");
     // Nobody may attach to init, and init does nothing but wait.
     let _ = sys::prctl(libc::PR_SET_DUMPABLE, 0, 0);
     let code = reap(pid, &sigfd);
@@ -388,51 +435,49 @@ fn reap(command: libc::pid_t, sigfd: &OwnedFd) -> i32 {
     }
 }
 
-/// The command's process: the last layers, then exec.
-fn command(spec: &Spec, mut rep: Reporter) -> ! {
+/// The command's process: the last layers, then exec. Forked by init before the mounts: the
+/// steps that do not depend on the tree run while init builds it, the rest after its byte on
+/// `mounted`.
+fn command(spec: &Spec, mut rep: Reporter, mounted: OwnedFd) -> ! {
     let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
     // A new session: no controlling terminal to inject keystrokes into.
     if let Err(e) = sys::setsid() {
         rep.fail(format!("setsid: {e}"));
     }
     let report_fd = rep.0.as_ref().map(|f| f.as_raw_fd());
-    sys::close_fds_from(3, &report_fd.into_iter().collect::<Vec<_>>());
+    sys::close_fds_from(3, &report_fd.into_iter().chain([mounted.as_raw_fd()]).collect::<Vec<_>>());
     let mut degraded = Vec::new();
     // Landlock (needs no_new_privs or CAP_SYS_ADMIN; set no_new_privs first).
     if let Err(e) = sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0) {
         rep.fail(format!("no_new_privs: {e}"));
-    }
-    let mut writable = spec.writable.clone();
-    if spec.private_tmp {
-        writable.push(spec.run_dir.join("tmp"));
     }
     let tcp = match (spec.network_off, spec.proxy_port) {
         (false, _) => landlock_layer::Tcp::Open,
         (true, None) => landlock_layer::Tcp::Closed,
         (true, Some(port)) => landlock_layer::Tcp::ConnectOnly(port),
     };
-    let landlock = match landlock_layer::apply(spec.landlock_abi, &writable, tcp) {
-        Ok(r) => Some(r),
-        Err(e) if spec.allow_degraded => {
-            degraded.push(format!("Landlock: {e}"));
-            None
-        }
-        Err(e) => rep.fail(e),
-    };
+    // Before the tree is built, the rules whose inodes it does not change: the writable roots
+    // (bound over themselves: the same inodes) and the devices bound from the host. Not when
+    // the tree replaces `/proc` or `/dev` after the binds (a writable `/`, a root under
+    // `/dev`): then every rule waits for the finished tree.
+    let early = !mounts::covers_proc_or_dev(spec);
+    let mut landlock = landlock_layer::Pending::begin(spec.landlock_abi, tcp);
+    if early {
+        let host = landlock_layer::HOST_DEVICES.iter().map(std::path::Path::new);
+        landlock = host.fold(landlock, |p, d| p.and_then(|p| p.device(d)));
+        landlock = spec.writable.iter().fold(landlock, |p, w| p.and_then(|p| p.writable(w)));
+    }
     if let Err(e) = drop_capabilities() {
         rep.fail(format!("drop capabilities: {e}"));
     }
-    // seccomp last: it forbids nothing the steps above need, but it is the final word.
+    // seccomp: it forbids nothing the steps below need (Landlock's calls, open, chdir, the
+    // report channel, execve).
     // Through the proxy the command needs inet sockets to reach it; its network namespace
     // has nothing but loopback, and Landlock allows one port there.
     let sockets_off = spec.network_off && spec.proxy_port.is_none();
     let prog = seccomp::compile(sockets_off);
     if let Err(e) = sys::seccomp_install(&prog) {
         rep.fail(format!("install the seccomp filter: {e}"));
-    }
-    rep.send(&Event::Confined { landlock, seccomp: seccomp::rule_names(sockets_off).into_iter().map(String::from).collect(), degraded });
-    if let Err(e) = sys::unblock_all_signals() {
-        rep.fail(format!("unblock signals: {e}"));
     }
     let argv: Vec<CString> = spec.argv.iter().map(|a| CString::new(a.as_bytes()).unwrap_or_default()).collect();
     let env: Vec<CString> = spec
@@ -442,6 +487,42 @@ fn command(spec: &Spec, mut rep: Reporter) -> ! {
         .collect();
     if argv.is_empty() {
         rep.fail("no command given".into());
+    }
+    // The tree is built (init has pivoted: our root is the new one, our working directory
+    // still the old tree's until we leave it here). Without init's byte, init failed and
+    // reported why: end here.
+    let mut byte = [0u8; 1];
+    if !matches!(std::fs::File::from(mounted).read(&mut byte), Ok(1)) {
+        sys::exit_now(SETUP_FAILED);
+    }
+    if let Err(e) = std::env::set_current_dir(&spec.cwd) {
+        rep.fail(format!("chdir {}: {e}", spec.cwd.display()));
+    }
+    let mut late: Vec<std::path::PathBuf> = Vec::new();
+    if !early {
+        late.extend(spec.writable.iter().cloned());
+    }
+    if spec.private_tmp {
+        late.push(spec.run_dir.join("tmp"));
+    }
+    let devices: Vec<&str> = if early {
+        landlock_layer::OWN_DEVICES.to_vec()
+    } else {
+        landlock_layer::HOST_DEVICES.iter().chain(landlock_layer::OWN_DEVICES).copied().collect()
+    };
+    landlock = devices.iter().map(std::path::Path::new).fold(landlock, |p, d| p.and_then(|p| p.device(d)));
+    landlock = late.iter().fold(landlock, |p, w| p.and_then(|p| p.writable(w)));
+    let landlock = match landlock.and_then(landlock_layer::Pending::finish) {
+        Ok(r) => Some(r),
+        Err(e) if spec.allow_degraded => {
+            degraded.push(format!("Landlock: {e}"));
+            None
+        }
+        Err(e) => rep.fail(e),
+    };
+    rep.send(&Event::Confined { landlock, seccomp: seccomp::rule_names(sockets_off).into_iter().map(String::from).collect(), degraded });
+    if let Err(e) = sys::unblock_all_signals() {
+        rep.fail(format!("unblock signals: {e}"));
     }
     // Gated: confined already, wait for the parent's go. Anything else (the channel closed:
     // the run was not released, or the parent died) ends the command here, unrun.

@@ -12,11 +12,11 @@
 //! It asks the kernel for its ABI version, requests exactly what that ABI supports, and
 //! returns what the kernel says it enforced — never a best-effort guess.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use landlock::{
     Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 use serde::{Deserialize, Serialize};
 
@@ -57,9 +57,6 @@ fn abi_from(v: i64) -> ABI {
     }
 }
 
-/// Devices any command may write (and, for ttys, use ioctls on).
-const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts", "/dev/shm", "/dev/ptmx"];
-
 /// What TCP the command may do, where the kernel has Landlock network rules (ABI 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tcp {
@@ -72,73 +69,118 @@ pub enum Tcp {
     ConnectOnly(u16),
 }
 
-/// Restrict the calling thread. `abi` is the kernel's, from [`crate::sys::landlock_abi`].
-pub fn apply(abi_version: i64, writable: &[PathBuf], tcp_rule: Tcp) -> Result<LandlockReport, String> {
-    let abi = abi_from(abi_version);
-    if abi == ABI::Unsupported {
-        return Err("Landlock is not available in this kernel".into());
-    }
-    let all = AccessFs::from_all(abi);
-    let read = AccessFs::from_read(abi);
-    let tcp = tcp_rule != Tcp::Open && abi_version >= 4;
-    let scoped = abi_version >= 6;
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(all)
-        .map_err(|e| format!("Landlock file-system rights: {e}"))?;
-    if tcp {
-        ruleset = ruleset
-            .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
-            .map_err(|e| format!("Landlock TCP rights: {e}"))?;
-    }
-    if scoped {
-        ruleset = ruleset
-            .scope(Scope::AbstractUnixSocket | Scope::Signal)
-            .map_err(|e| format!("Landlock scoping: {e}"))?;
-    }
-    let mut created = ruleset.create().map_err(|e| format!("Landlock ruleset: {e}"))?;
-    created = created
-        .add_rule(PathBeneath::new(PathFd::new("/").map_err(|e| format!("open /: {e}"))?, read))
-        .map_err(|e| format!("Landlock rule for /: {e}"))?;
-    if let (true, Tcp::ConnectOnly(port)) = (tcp, tcp_rule) {
-        created = created
-            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
-            .map_err(|e| format!("Landlock rule for TCP port {port}: {e}"))?;
-    }
-    let mut granted = Vec::new();
-    let dev_rights: BitFlags<AccessFs> = all & !(AccessFs::MakeChar | AccessFs::MakeBlock);
-    // Rights on a file are the file rights only; directories get them all.
-    let for_path = |p: &std::path::Path, rights: BitFlags<AccessFs>| {
-        if p.is_dir() { rights } else { rights & AccessFs::from_file(abi) }
-    };
-    for d in DEVICES {
-        // Devices that are absent are simply not granted.
-        if let Ok(fd) = PathFd::new(d) {
-            let rights = for_path(std::path::Path::new(d), dev_rights);
-            created = created.add_rule(PathBeneath::new(fd, rights)).map_err(|e| format!("Landlock rule for {d}: {e}"))?;
+/// Devices any command may write (and, for ttys, use ioctls on) come in two groups.
+///
+/// Devices bound from the host into the sandbox's `/dev`: the same inodes on either side of
+/// the mounts, so their rules may be added before init has built the tree.
+pub const HOST_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+
+/// Devices the sandbox makes for itself (`/dev/pts` and `/dev/shm` are new instances,
+/// `/dev/ptmx` a link into the new `/dev/pts`): their rules need the finished tree.
+pub const OWN_DEVICES: &[&str] = &["/dev/pts", "/dev/shm", "/dev/ptmx"];
+
+/// A ruleset being filled, rule by rule, then enforced on the calling thread by
+/// [`Pending::finish`]. `abi` is the kernel's, from [`crate::sys::landlock_abi`]. Landlock rules name inodes, not paths: a rule added for a path before
+/// a bind mount lands on it holds for the bound path too (the same inode), which is what lets
+/// the command process fill most of its ruleset while init is still mounting.
+pub struct Pending {
+    created: RulesetCreated,
+    abi_version: i64,
+    abi: ABI,
+    all: BitFlags<AccessFs>,
+    tcp_rule: Tcp,
+    tcp: bool,
+    scoped: bool,
+    granted: Vec<PathBuf>,
+}
+
+impl Pending {
+    /// The ruleset: every file-system right handled (and TCP, and scoping, as the ABI allows),
+    /// read and execute granted everywhere, and the proxy's port when there is one.
+    pub fn begin(abi_version: i64, tcp_rule: Tcp) -> Result<Pending, String> {
+        let abi = abi_from(abi_version);
+        if abi == ABI::Unsupported {
+            return Err("Landlock is not available in this kernel".into());
         }
-    }
-    for w in writable {
-        let fd = PathFd::new(w).map_err(|e| format!("open writable root {}: {e}", w.display()))?;
-        // Never let a command make device nodes, even where it may write.
-        let rights = for_path(w, all & !(AccessFs::MakeChar | AccessFs::MakeBlock));
+        let all = AccessFs::from_all(abi);
+        let read = AccessFs::from_read(abi);
+        let tcp = tcp_rule != Tcp::Open && abi_version >= 4;
+        let scoped = abi_version >= 6;
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(all)
+            .map_err(|e| format!("Landlock file-system rights: {e}"))?;
+        if tcp {
+            ruleset = ruleset
+                .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
+                .map_err(|e| format!("Landlock TCP rights: {e}"))?;
+        }
+        if scoped {
+            ruleset = ruleset
+                .scope(Scope::AbstractUnixSocket | Scope::Signal)
+                .map_err(|e| format!("Landlock scoping: {e}"))?;
+        }
+        let mut created = ruleset.create().map_err(|e| format!("Landlock ruleset: {e}"))?;
+        // `/` is the host's root inode on both sides of the pivot (the new root is a bind of it).
         created = created
-            .add_rule(PathBeneath::new(fd, rights))
-            .map_err(|e| format!("Landlock rule for {}: {e}", w.display()))?;
-        granted.push(w.clone());
+            .add_rule(PathBeneath::new(PathFd::new("/").map_err(|e| format!("open /: {e}"))?, read))
+            .map_err(|e| format!("Landlock rule for /: {e}"))?;
+        if let (true, Tcp::ConnectOnly(port)) = (tcp, tcp_rule) {
+            created = created
+                .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+                .map_err(|e| format!("Landlock rule for TCP port {port}: {e}"))?;
+        }
+        Ok(Pending { created, abi_version, abi, all, tcp_rule, tcp, scoped, granted: Vec::new() })
     }
-    let status = created.restrict_self().map_err(|e| format!("Landlock restrict_self: {e}"))?;
-    let status_name = match status.ruleset {
-        RulesetStatus::FullyEnforced => "fully",
-        RulesetStatus::PartiallyEnforced => "partially",
-        RulesetStatus::NotEnforced => "not",
-    };
-    if status.ruleset != RulesetStatus::FullyEnforced {
-        return Err(format!("the kernel enforced the Landlock ruleset {status_name}, not fully"));
+
+    /// Rights on a file are the file rights only; directories get them all. Never the right
+    /// to make device nodes, even where the command may write.
+    fn rights_for(&self, p: &Path) -> BitFlags<AccessFs> {
+        let rights = self.all & !(AccessFs::MakeChar | AccessFs::MakeBlock);
+        if p.is_dir() { rights } else { rights & AccessFs::from_file(self.abi) }
     }
-    let tcp_connect_port = match tcp_rule {
-        Tcp::ConnectOnly(port) if tcp => Some(port),
-        _ => None,
-    };
-    Ok(LandlockReport { abi: abi_version, status: status_name.into(), fs: true, tcp, tcp_connect_port, scoped, writable: granted })
+
+    /// Let the command use the device `d`; an absent device is simply not granted.
+    pub fn device(mut self, d: &Path) -> Result<Pending, String> {
+        if let Ok(fd) = PathFd::new(d) {
+            let rights = self.rights_for(d);
+            self.created = self.created.add_rule(PathBeneath::new(fd, rights)).map_err(|e| format!("Landlock rule for {}: {e}", d.display()))?;
+        }
+        Ok(self)
+    }
+
+    /// Let the command write beneath `w`, which must exist.
+    pub fn writable(mut self, w: &Path) -> Result<Pending, String> {
+        let fd = PathFd::new(w).map_err(|e| format!("open writable root {}: {e}", w.display()))?;
+        let rights = self.rights_for(w);
+        self.created = self.created.add_rule(PathBeneath::new(fd, rights)).map_err(|e| format!("Landlock rule for {}: {e}", w.display()))?;
+        self.granted.push(w.to_path_buf());
+        Ok(self)
+    }
+
+    /// Enforce the ruleset on the calling thread; an error unless the kernel enforced it fully.
+    pub fn finish(self) -> Result<LandlockReport, String> {
+        let status = self.created.restrict_self().map_err(|e| format!("Landlock restrict_self: {e}"))?;
+        let status_name = match status.ruleset {
+            RulesetStatus::FullyEnforced => "fully",
+            RulesetStatus::PartiallyEnforced => "partially",
+            RulesetStatus::NotEnforced => "not",
+        };
+        if status.ruleset != RulesetStatus::FullyEnforced {
+            return Err(format!("the kernel enforced the Landlock ruleset {status_name}, not fully"));
+        }
+        let tcp_connect_port = match self.tcp_rule {
+            Tcp::ConnectOnly(port) if self.tcp => Some(port),
+            _ => None,
+        };
+        Ok(LandlockReport {
+            abi: self.abi_version,
+            status: status_name.into(),
+            fs: true,
+            tcp: self.tcp,
+            tcp_connect_port,
+            scoped: self.scoped,
+            writable: self.granted,
+        })
+    }
 }

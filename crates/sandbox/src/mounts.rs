@@ -120,7 +120,7 @@ pub(crate) fn build(spec: &Spec) -> Result<(), String> {
 }
 
 /// Whether a bind of steps 4–6 lands on, above or inside `/proc` or `/dev`.
-fn covers_proc_or_dev(spec: &Spec) -> bool {
+pub(crate) fn covers_proc_or_dev(spec: &Spec) -> bool {
     let tmp = spec.private_tmp.then(|| spec.run_dir.join("tmp"));
     let paths = spec.writable.iter().chain(&spec.pins).chain(&spec.write_deny).chain(spec.read_deny.iter().map(|(p, _)| p)).chain(&tmp);
     let special = [Path::new("/proc"), Path::new("/dev")];
