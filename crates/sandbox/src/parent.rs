@@ -97,6 +97,9 @@ fn under_any(p: &Path, roots: &[PathBuf]) -> bool {
 }
 
 fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
+    // Many deny paths share a directory (eight policy-file names per directory, `.git/…`):
+    // each directory is canonicalized and checked once per run, not once per path.
+    let mut memo = Memo::default();
     let mut writable = Vec::new();
     let mut missing_writable = Vec::new();
     for w in &policy.writable {
@@ -111,12 +114,15 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
     }
     let mut write_deny = Vec::new();
     let mut placeholders = Vec::new();
-    for pattern in &policy.write_deny {
+    for (i, pattern) in policy.write_deny.iter().enumerate() {
+        if policy.write_deny[..i].contains(pattern) {
+            continue;
+        }
         let matches = expand(pattern);
         if matches.is_empty() && has_glob(pattern) {
             // Nothing matches yet: protect the directory the glob would create files in.
             if let Some(parent) = pattern.parent().filter(|p| !has_glob(p)) {
-                if let Ok(c) = sys::canonicalize(parent) {
+                if let Some(c) = memo.canonicalize(parent) {
                     if under_any(&c, &writable) && !write_deny.contains(&c) && !writable.contains(&c) {
                         write_deny.push(c);
                     }
@@ -139,9 +145,9 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
                         )));
                     }
                     // Only paths a command could create need a placeholder.
-                    let Some((ph, is_dir)) = placeholder_for(&d) else { continue };
+                    let Some((ph, is_dir)) = placeholder_for(&d, &mut memo) else { continue };
                     let parent = ph.parent().map(Path::to_path_buf).unwrap_or_default();
-                    let Ok(cp) = sys::canonicalize(&parent) else { continue };
+                    let Some(cp) = memo.canonicalize(&parent) else { continue };
                     if under_any(&cp, &writable) {
                         placeholders.push((d.clone(), cp.join(ph.file_name().unwrap_or_default()), is_dir));
                     }
@@ -182,21 +188,63 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
 
 /// The placeholder for a missing deny path: the path itself (an empty file) when its parent
 /// exists, else its first missing ancestor (an empty directory).
-fn placeholder_for(d: &Path) -> Option<(PathBuf, bool)> {
+fn placeholder_for(d: &Path, memo: &mut Memo) -> Option<(PathBuf, bool)> {
     let mut cur = d.to_path_buf();
     let mut is_dir = false;
     loop {
         let parent = cur.parent()?.to_path_buf();
-        // Another run's placeholder directory counts as missing: this run then holds that
-        // directory, rather than putting its own placeholders inside it and leaving it behind.
-        if let Ok(m) = std::fs::metadata(&parent)
-            && !(m.is_dir() && sys::lhasxattr(&parent, PLACEHOLDER_MARK))
-        {
+        match memo.parent_kind(&parent) {
             // Beneath a file (`.git` in a worktree is a file) nothing can be created at all.
-            return m.is_dir().then_some((cur, is_dir));
+            ParentKind::Dir => return Some((cur, is_dir)),
+            ParentKind::NotDir => return None,
+            ParentKind::Missing => {}
         }
         cur = parent;
         is_dir = true;
+    }
+}
+
+/// What a would-be placeholder's parent is.
+#[derive(Clone, Copy)]
+enum ParentKind {
+    Dir,
+    NotDir,
+    /// Missing, or another run's placeholder directory, which counts as missing: this run then
+    /// holds that directory, rather than putting its own placeholders inside it and leaving it
+    /// behind.
+    Missing,
+}
+
+/// What [`resolve`] learns of directories, kept for the rest of the call (nothing it looks at
+/// is changed by it; placeholders are made afterwards).
+#[derive(Default)]
+struct Memo {
+    canonical: std::collections::HashMap<PathBuf, Option<PathBuf>>,
+    parents: std::collections::HashMap<PathBuf, ParentKind>,
+}
+
+impl Memo {
+    fn canonicalize(&mut self, p: &Path) -> Option<PathBuf> {
+        if let Some(c) = self.canonical.get(p) {
+            return c.clone();
+        }
+        let c = sys::canonicalize(p).ok();
+        self.canonical.insert(p.to_path_buf(), c.clone());
+        c
+    }
+
+    fn parent_kind(&mut self, p: &Path) -> ParentKind {
+        if let Some(k) = self.parents.get(p) {
+            return *k;
+        }
+        let k = match std::fs::metadata(p) {
+            Ok(m) if m.is_dir() && sys::lhasxattr(p, PLACEHOLDER_MARK) => ParentKind::Missing,
+            Ok(m) if m.is_dir() => ParentKind::Dir,
+            Ok(_) => ParentKind::NotDir,
+            Err(_) => ParentKind::Missing,
+        };
+        self.parents.insert(p.to_path_buf(), k);
+        k
     }
 }
 
@@ -761,7 +809,7 @@ mod tests {
         std::fs::write(t.path().join(".envrc"), "").unwrap();
         let got = expand(&t.path().join(".env*"));
         assert_eq!(got.len(), 2);
-        assert_eq!(placeholder_for(&t.path().join("a")), Some((t.path().join("a"), false)));
-        assert_eq!(placeholder_for(&t.path().join("x/y/z")), Some((t.path().join("x"), true)));
+        assert_eq!(placeholder_for(&t.path().join("a"), &mut Memo::default()), Some((t.path().join("a"), false)));
+        assert_eq!(placeholder_for(&t.path().join("x/y/z"), &mut Memo::default()), Some((t.path().join("x"), true)));
     }
 }
