@@ -180,9 +180,19 @@ fn update(roots: &[PathBuf], mut f: impl FnMut(&mut Span)) -> Result<(), Error> 
         spans.push(span);
     }
     let now = now_ns();
+    // Each pid looked up once (one run holds every root it writes).
+    let mut seen: Vec<(u32, bool)> = Vec::new();
+    let mut is_alive = |pid: u32| match seen.iter().find(|(p, _)| *p == pid) {
+        Some((_, a)) => *a,
+        None => {
+            let a = alive(pid);
+            seen.push((pid, a));
+            a
+        }
+    };
     for span in &mut spans {
-        let dead: Vec<(u32, i64)> = span.active.iter().filter(|(p, _)| !alive(*p)).copied().collect();
-        span.active.retain(|(p, _)| alive(*p));
+        let dead: Vec<(u32, i64)> = span.active.iter().filter(|(p, _)| !is_alive(*p)).copied().collect();
+        span.active.retain(|(p, _)| !dead.iter().any(|(d, _)| d == p));
         for (_, from) in dead {
             span.add(from, now);
         }

@@ -340,17 +340,19 @@ impl Placeholders {
         use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         let step = |what: &str| format!("{what} the placeholder {}", path.display());
         for _ in 0..16 {
+            // A file made here is held by the descriptor that made it; a directory, or a
+            // placeholder found, is opened (without following a link planted in its place).
             let made = if is_dir {
-                std::fs::DirBuilder::new().mode(0o755).create(path)
+                std::fs::DirBuilder::new().mode(0o755).create(path).map(|()| None)
             } else {
-                std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(path).map(drop)
+                std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).custom_flags(libc::O_NOFOLLOW).open(path).map(Some)
             };
-            let created = match made {
-                Ok(()) => true,
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+            let (created, made) = match made {
+                Ok(f) => (true, f),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (false, None),
                 Err(source) => return Err(SandboxError::Setup { step: step("create"), source }),
             };
-            let file = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path) {
+            let file = match made.map_or_else(|| std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path), Ok) {
                 Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(source) => return Err(SandboxError::Setup { step: step("open"), source }),
