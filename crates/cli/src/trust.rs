@@ -124,16 +124,15 @@ impl Span {
 
     fn parse_rest(root: &str, rest: &str) -> Option<Span> {
         let (iv, ac) = rest.split_once('\t')?;
-        let pair = |x: &str, sep: char| -> Option<(String, String)> { x.split_once(sep).map(|(a, b)| (a.to_string(), b.to_string())) };
         let intervals = iv
             .split(',')
             .filter(|x| !x.is_empty())
-            .map(|x| pair(x, '-').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?))))
+            .map(|x| x.split_once('-').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?))))
             .collect::<Option<Vec<_>>>()?;
         let active = ac
             .split(',')
             .filter(|x| !x.is_empty())
-            .map(|x| pair(x, ':').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?))))
+            .map(|x| x.split_once(':').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?))))
             .collect::<Option<Vec<_>>>()?;
         Some(Span { root: PathBuf::from(root), intervals, active })
     }
@@ -155,29 +154,47 @@ fn read_all(dir: &Path) -> Option<String> {
 
 /// Change the records of `roots` under an exclusive lock, rewriting the one file in place. A
 /// run that died without closing its span is closed first, at the latest now.
-fn update(roots: &[PathBuf], mut f: impl FnMut(&mut Span)) -> Result<(), Error> {
+fn update(roots: &[PathBuf], f: impl FnMut(&mut Span)) -> Result<(), Error> {
+    let dir = pinfold_ledger::state_dir().map_err(|e| Error::new("no state directory for the record of sandboxed roots").cause(e))?;
+    update_in(&dir, roots, f)
+}
+
+/// [`update`], in the state directory `dir`.
+fn update_in(dir: &Path, roots: &[PathBuf], mut f: impl FnMut(&mut Span)) -> Result<(), Error> {
     use std::io::{Read, Seek};
     fn fail(what: &'static str) -> impl Fn(std::io::Error) -> Error {
         move |e| Error::new(format!("cannot {what} the record of sandboxed roots")).cause(e)
     }
-    let dir = pinfold_ledger::state_dir().map_err(|e| Error::new("no state directory for the record of sandboxed roots").cause(e))?;
-    std::fs::create_dir_all(&dir).map_err(fail("create the directory of"))?;
+    std::fs::create_dir_all(dir).map_err(fail("create the directory of"))?;
     let mut file = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(dir.join(ROOTS)).map_err(fail("open"))?;
     file.lock().map_err(fail("lock"))?;
     let mut text = String::new();
     file.read_to_string(&mut text).map_err(fail("read"))?;
-    let mut spans: Vec<Span> = Vec::new();
+    // Only the lines of `roots` are read and rewritten; every other line is copied as it is
+    // (a record holds every root ever sandboxed, each with up to 32 intervals, and reading and
+    // writing all of them at the start and end of every run took 0.1 ms a run with ten).
+    // Their runs that died without closing are closed when a run next uses their root; until
+    // then such a span counts as open, which is stricter, never laxer.
+    enum Line<'a> {
+        Kept(&'a str),
+        Span(Span),
+    }
+    let mut lines: Vec<Line> = Vec::new();
     for line in text.lines() {
-        // A line that does not parse is dropped with its root's history: that root then
-        // looks never sandboxed — unless it is rewritten below, as it is when in use. Keep
-        // such lines out instead by refusing: the record is pinfold's own, in a directory no
-        // sandbox can write, so a bad line means a bug or a disk error.
+        let root = line.split_once('\t').map(|(root, _)| root);
+        if !root.is_some_and(|r| roots.iter().any(|w| w.as_os_str() == r)) {
+            lines.push(Line::Kept(line));
+            continue;
+        }
+        // A line of ours that does not parse would be dropped with its root's history: that
+        // root would then look never sandboxed. Refuse instead: the record is pinfold's own,
+        // in a directory no sandbox can write, so a bad line means a bug or a disk error.
         let parsed = line.split_once('\t').and_then(|(root, rest)| Span::parse_rest(root, rest));
         let Some(span) = parsed else {
             return Err(Error::new(format!("the record of sandboxed roots ({}) has a line pinfold cannot read", dir.join(ROOTS).display()))
                 .hint("remove the file only if no agent has run in a sandbox since: it is what keeps planted policy files out"));
         };
-        spans.push(span);
+        lines.push(Line::Span(span));
     }
     let now = now_ns();
     // Each pid looked up once (one run holds every root it writes).
@@ -190,7 +207,8 @@ fn update(roots: &[PathBuf], mut f: impl FnMut(&mut Span)) -> Result<(), Error> 
             a
         }
     };
-    for span in &mut spans {
+    for line in &mut lines {
+        let Line::Span(span) = line else { continue };
         let dead: Vec<(u32, i64)> = span.active.iter().filter(|(p, _)| !is_alive(*p)).copied().collect();
         span.active.retain(|(p, _)| !dead.iter().any(|(d, _)| d == p));
         for (_, from) in dead {
@@ -198,16 +216,28 @@ fn update(roots: &[PathBuf], mut f: impl FnMut(&mut Span)) -> Result<(), Error> 
         }
     }
     for root in roots {
-        let i = match spans.iter().position(|s| s.root == *root) {
+        let found = lines.iter().position(|l| matches!(l, Line::Span(s) if s.root == *root));
+        let i = match found {
             Some(i) => i,
             None => {
-                spans.push(Span { root: root.clone(), intervals: Vec::new(), active: Vec::new() });
-                spans.len() - 1
+                lines.push(Line::Span(Span { root: root.clone(), intervals: Vec::new(), active: Vec::new() }));
+                lines.len() - 1
             }
         };
-        f(&mut spans[i]);
+        if let Line::Span(s) = &mut lines[i] {
+            f(s);
+        }
     }
-    let out: String = spans.iter().map(Span::to_line).collect();
+    let mut out = String::with_capacity(text.len() + 128);
+    for line in &lines {
+        match line {
+            Line::Kept(l) => {
+                out.push_str(l);
+                out.push('\n');
+            }
+            Line::Span(s) => out.push_str(&s.to_line()),
+        }
+    }
     file.seek(std::io::SeekFrom::Start(0)).map_err(fail("rewrite"))?;
     file.write_all(out.as_bytes()).map_err(fail("rewrite"))?;
     file.set_len(out.len() as u64).map_err(fail("rewrite"))
@@ -377,6 +407,27 @@ mod tests {
         // Merged, the gaps between the oldest are covered: stricter, never laxer.
         assert!(s.covers(5 * S, i64::MAX));
         assert_eq!(s.intervals[0].0, 0);
+    }
+
+    /// A run rewrites only its own roots' lines: another root's line (here with a run that
+    /// died unclosed, pid 0 never being a live process's) stays byte for byte, a run of ours
+    /// that died is closed, and an unreadable line of ours is refused.
+    #[test]
+    fn an_update_touches_only_its_own_roots() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = "/elsewhere\t1-2,5-9\t0:7\n";
+        let ours = "/project\t1-2\t0:3\n";
+        std::fs::write(dir.path().join(ROOTS), format!("{other}{ours}")).unwrap();
+        update_in(dir.path(), &[PathBuf::from("/project")], |s| s.active.push((42, 10))).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(ROOTS)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert_eq!(format!("{}\n", lines[0]), other);
+        let span = Span::parse_rest("/project", lines[1].split_once('\t').unwrap().1).unwrap();
+        assert_eq!(span.active, vec![(42, 10)], "{text}");
+        assert!(span.intervals.iter().any(|(a, b)| *a <= 3 && *b >= now_ns() - 60_000_000_000), "the dead run's span is closed at about now: {text}");
+        std::fs::write(dir.path().join(ROOTS), format!("{other}/project\tnonsense\n")).unwrap();
+        assert!(update_in(dir.path(), &[PathBuf::from("/project")], |_| {}).is_err());
     }
 
     #[test]
