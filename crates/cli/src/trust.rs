@@ -152,8 +152,9 @@ fn read_all(dir: &Path) -> Option<String> {
     Some(text)
 }
 
-/// Change the records of `roots` under an exclusive lock, rewriting the one file in place. A
-/// run that died without closing its span is closed first, at the latest now.
+/// Change the records of `roots` under an exclusive lock, rewriting the one file in place (the
+/// other roots' lines as they were). A run on those roots that died without closing its span
+/// is closed first, at the latest now.
 fn update(roots: &[PathBuf], f: impl FnMut(&mut Span)) -> Result<(), Error> {
     let dir = pinfold_ledger::state_dir().map_err(|e| Error::new("no state directory for the record of sandboxed roots").cause(e))?;
     update_in(&dir, roots, f)
