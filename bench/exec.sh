@@ -3,6 +3,13 @@
 # same confinement job, in one hyperfine run: medians, overheads and ratios.
 #
 #   bench/exec.sh          # writes bench/results/exec.json and prints a table
+#   PRIO=fifo ROUNDS=10 RUNS=150 bench/exec.sh
+#                          # ten hyperfine runs in a row; the table gives each command's
+#                          # median of the round medians, and the ratios are taken per round
+#                          # (against `true` and bwrap of the same round), then their median
+#   OLD=/tmp/pinfold-old ROUNDS=10 RUNS=150 bench/exec.sh
+#                          # also times another build (say, the commit before a change) in
+#                          # the same rounds, as `pinfold-exec-old`
 #
 # Needs hyperfine and bubblewrap (apt-get install hyperfine bubblewrap) — bubblewrap only
 # for this comparison; pinfold never runs it.
@@ -53,9 +60,20 @@ cd "$work/project"
 "$bin" exec -- true   # warm the policy cache
 "$bin" exec -c "$work/no-ledger.toml" -- true
 "$bin" exec -c "$work/proxy.toml" -- true
-"${prio[@]}" hyperfine -N --warmup 50 --runs "${RUNS:-500}" --export-json "$OLDPWD/$out/exec.json" \
+old=()
+if [ -n "${OLD:-}" ]; then
+    cp "$OLD" "$work/pinfold-old"
+    "$work/pinfold-old" exec -- true
+    old=(-n "pinfold-exec-old" --prepare /bin/true "$work/pinfold-old exec -- true")
+fi
+rounds=${ROUNDS:-1}
+for r in $(seq "$rounds"); do
+json="$OLDPWD/$out/exec.json"
+[ "$rounds" -gt 1 ] && json="$OLDPWD/$out/exec-$r.json"
+"${prio[@]}" hyperfine -N --warmup 50 --runs "${RUNS:-500}" --export-json "$json" \
     -n "true" --prepare /bin/true "/bin/true" \
     -n "pinfold-exec" --prepare /bin/true "$bin exec -- true" \
+    "${old[@]}" \
     -n "pinfold-exec-no-ledger" --prepare /bin/true "$bin exec -c $work/no-ledger.toml -- true" \
     -n "pinfold-exec-proxy-no-ledger" --prepare /bin/true "$bin exec -c $work/proxy.toml -- true" \
     -n "floor-namespaces" --prepare /bin/true "$work/floor 1 $work/scratch" \
@@ -63,20 +81,28 @@ cd "$work/project"
     -n "floor-warm" --prepare "$work/warm serve $work/warm-dir" "$work/warm run $work/warm-dir -- /bin/true" \
     -n "bwrap" --prepare /bin/true "bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent -- true" \
     >/dev/null
+done
 cd "$OLDPWD"
-python3 - "$out/exec.json" <<'PY'
-import json, sys
-d = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
-t = d["true"]["median"]
-print(f"{'command':24} {'median':>9} {'overhead':>9}")
-for name, r in d.items():
-    print(f"{name:24} {r['median']*1e3:8.3f}ms {(r['median']-t)*1e3:8.3f}ms")
-p, b = d["pinfold-exec"]["median"] - t, d["bwrap"]["median"] - t
-print(f"pinfold overhead / bwrap overhead = {p/b:.2f}")
-f = d["floor-namespaces-root"]["median"] - t
-print(f"kernel floor (namespaces + read-only root, C) overhead / bwrap overhead = {f/b:.2f}")
-w = d["floor-warm"]["median"] - t
-print(f"pre-warmed floor (skeleton made beforehand, C) overhead / bwrap overhead = {w/b:.2f}")
-x, n = d["pinfold-exec-proxy-no-ledger"]["median"], d["pinfold-exec-no-ledger"]["median"]
-print(f"allowlist (egress proxy) - network off, both without ledger = {(x-n)*1e3:.3f}ms")
+python3 - "$out" "$rounds" <<'PY'
+import json, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+files = [f"{out}/exec.json"] if rounds == 1 else [f"{out}/exec-{r}.json" for r in range(1, rounds + 1)]
+runs = [{x["command"]: x["median"] for x in json.load(open(f))["results"]} for f in files]
+names = list(runs[0])
+med = lambda n: statistics.median(r[n] for r in runs)
+over = lambda n: statistics.median(r[n] - r["true"] for r in runs)
+ratio = lambda n, to="bwrap": statistics.median((r[n] - r["true"]) / (r[to] - r["true"]) for r in runs)
+print(f"{'command':30} {'median':>9} {'overhead':>9}" + ("  round medians" if rounds > 1 else ""))
+for n in names:
+    rm = "  " + " ".join(f"{r[n]*1e3:.3f}" for r in runs) if rounds > 1 else ""
+    print(f"{n:30} {med(n)*1e3:8.3f}ms {over(n)*1e3:8.3f}ms{rm}")
+print(f"pinfold overhead / bwrap overhead = {ratio('pinfold-exec'):.2f}")
+if "pinfold-exec-old" in names:
+    print(f"old build's overhead / bwrap overhead = {ratio('pinfold-exec-old'):.2f}")
+    lower = sum(r["pinfold-exec"] < r["pinfold-exec-old"] for r in runs)
+    print(f"pinfold-exec below pinfold-exec-old in {lower} of {rounds} rounds")
+print(f"kernel floor (namespaces + read-only root, C) overhead / bwrap overhead = {ratio('floor-namespaces-root'):.2f}")
+print(f"pre-warmed floor (skeleton made beforehand, C) overhead / bwrap overhead = {ratio('floor-warm'):.2f}")
+x = statistics.median(r["pinfold-exec-proxy-no-ledger"] - r["pinfold-exec-no-ledger"] for r in runs)
+print(f"allowlist (egress proxy) - network off, both without ledger = {x*1e3:.3f}ms")
 PY
