@@ -23,16 +23,16 @@
 //! step, and this way it is made before the spec arrives. With the network on it is simply
 //! unused: init itself needs no network then.
 //! 2. **command**, forked before the spec, confining itself while init mounts: the spec (and,
-//!    network off, the network namespace to join) from init; new session; close stray descriptors; no_new_privs; a
-//!    Landlock ruleset with the rules that name host inodes the mounts do not change (the
-//!    writable roots, bound over themselves, and the devices bound from the host); drop every
-//!    capability; seccomp. Then, after init's byte (the tree is built and init has pivoted,
-//!    which moved our root too): `chdir` to the working directory in the new tree (the old
-//!    one is in the detached tree); the Landlock rules for what the tree made (the private
-//!    temp dir, `/dev/pts`, `/dev/shm`), enforced; report; wait for the parent's go on the
-//!    report channel (sent once the parent's caller has released the run, see
-//!    [`crate::Policy::run_released`]; without it the command exits unrun); `execve`. No
-//!    byte (init failed and said why): exit unrun.
+//!    network off, the network namespace to join) from init; new session; close stray descriptors;
+//!    no_new_privs; a Landlock ruleset with the rules that name host inodes the mounts do not
+//!    change (the writable roots, bound over themselves, and the devices bound from the host);
+//!    drop every capability; seccomp. Then, after init's byte (the tree is built and init has
+//!    pivoted, which moved our root too): `chdir` to the working directory in the new tree (the
+//!    old one is in the detached tree); the Landlock rules for what the tree made (the private
+//!    temp dir, `/dev/pts`, `/dev/shm`), enforced; report; wait for the parent's go on the report
+//!    channel (sent once the parent's caller has released the run, see
+//!    [`crate::Policy::run_released`]; without it the command exits unrun); `execve`. No byte
+//!    (init failed and said why): exit unrun.
 //! 3. init forwards signals to the command, reaps every process, and exits with the
 //!    command's status when it ends — which kills anything the command left behind, since
 //!    the pid namespace dies with its init.
