@@ -195,6 +195,22 @@ pub struct Ledger {
     secrets: Vec<String>,
     rotate_bytes: u64,
     checkpoint_every: Duration,
+    /// The live file's end as this handle left it: when the file is still that file and that
+    /// long at the next call, its last line is the one this handle wrote, and the tail need
+    /// not be read and checked again (`pinfold exec` appends `exec_end` right after its own
+    /// `exec_start`, unless another process wrote in between). Read and set under `live`.
+    mine: Mutex<Option<Mine>>,
+}
+
+/// See [`Ledger::mine`].
+#[derive(Debug)]
+struct Mine {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    next_seq: u64,
+    prev: String,
+    last: Last,
 }
 
 /// The kind of the last record, as far as appending cares.
@@ -272,6 +288,7 @@ impl Ledger {
             secrets: Vec::new(),
             rotate_bytes,
             checkpoint_every,
+            mine: Mutex::new(None),
         })
     }
 
@@ -358,13 +375,35 @@ impl Ledger {
     fn locked<T>(&self, f: impl FnOnce(&mut File, &mut Tail, &mut Output) -> Result<T, Error>) -> Result<T, Error> {
         let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
         self.lock.lock().map_err(|e| Error::io("lock", &self.paths.lock, e))?;
+        let mut mine = self.mine.lock().unwrap_or_else(PoisonError::into_inner);
         let result = (|| {
             let len = self.ensure_live(&mut live)?;
-            let mut tail = self.read_tail(&live, len)?;
+            let id = live.metadata().map(|m| (m.dev(), m.ino())).map_err(|e| Error::io("read", &self.paths.log, e))?;
+            let mut tail = match mine.take() {
+                Some(m) if (m.dev, m.ino, m.len) == (id.0, id.1, len) => Tail {
+                    len,
+                    torn: 0,
+                    next_seq: m.next_seq,
+                    prev: m.prev,
+                    last: m.last,
+                    previous: None,
+                    checkpoint_due: false,
+                    start_clock: false,
+                    rotated: false,
+                },
+                _ => self.read_tail(&live, len)?,
+            };
             self.check_clock(&mut tail);
             let mut out = Output::default();
             let value = f(&mut live, &mut tail, &mut out)?;
             self.write(&live, &out, tail.start_clock)?;
+            // Remembered only when the file ends exactly where the chain does.
+            if let Ok(m) = live.metadata()
+                && m.len() == tail.len
+                && tail.len > 0
+            {
+                *mine = Some(Mine { dev: m.dev(), ino: m.ino(), len: tail.len, next_seq: tail.next_seq, prev: tail.prev, last: tail.last });
+            }
             Ok(value)
         })();
         let _ = self.lock.unlock();

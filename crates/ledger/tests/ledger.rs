@@ -1089,3 +1089,37 @@ fn follower_returns_each_new_record_once_across_rotations() {
     let kinds: Vec<String> = f.poll().unwrap().iter().map(|r| r["kind"].as_str().unwrap().to_string()).collect();
     assert_eq!(kinds, ["rotate", "check"]);
 }
+
+/// A handle remembers where its own last append ended and skips re-reading the tail when the
+/// file is still that file and that long (lib.rs, `Ledger::mine`). Interleaved with another
+/// handle, every record must still chain: A, B, A, A gives sequence numbers 0–3 in that order
+/// and an intact ledger.
+#[test]
+fn a_handle_that_appends_again_chains_onto_whatever_came_between() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Ledger::open(dir.path()).unwrap().with_fsync(false);
+    let b = Ledger::open(dir.path()).unwrap().with_fsync(false);
+    let seqs: Vec<u64> = [&a, &b, &a, &a].iter().enumerate().map(|(i, l)| l.append(rec(i as u64)).unwrap().seq).collect();
+    assert_eq!(seqs, [0, 1, 2, 3]);
+    let report = verify(dir.path()).unwrap();
+    assert_eq!(report.status(), Status::Intact, "{:?}", report.problem);
+    assert_eq!(report.records, 4);
+}
+
+/// What the remembered end cannot hide: a last line rewritten in place to the same length
+/// between two appends of one handle. The handle then chains onto the hash it remembers, and
+/// verification finds the rewritten line.
+#[test]
+fn a_line_rewritten_between_two_appends_of_one_handle_is_detected() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Ledger::open(dir.path()).unwrap().with_fsync(false);
+    a.append(rec(1)).unwrap();
+    a.append(rec(2)).unwrap();
+    let mut bytes = std::fs::read(dir.path().join("ledger.jsonl")).unwrap();
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    let at = text.rfind("case_2").unwrap() + "case_".len();
+    bytes[at] = b'7';
+    std::fs::write(dir.path().join("ledger.jsonl"), &bytes).unwrap();
+    a.append(rec(3)).unwrap();
+    assert_eq!(problem(dir.path()).seq, Some(1), "the rewritten record is the one reported");
+}
