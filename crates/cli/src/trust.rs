@@ -104,24 +104,9 @@ fn alive(pid: u32) -> bool {
 }
 
 impl Span {
-    /// One line: `ROOT<TAB>FROM-TO,FROM-TO…<TAB>PID:FROM,PID:FROM…` (roots with a tab or a line
-    /// break in their path are not recorded: see [`begin_run`]).
-    fn to_line(&self) -> String {
-        use std::fmt::Write;
-        // One buffer, no string per number: written at the start and the end of every run.
-        let mut line = String::with_capacity(64 + 40 * (self.intervals.len() + self.active.len()));
-        let _ = write!(line, "{}\t", self.root.display());
-        for (i, (a, b)) in self.intervals.iter().enumerate() {
-            let _ = write!(line, "{}{a}-{b}", if i > 0 { "," } else { "" });
-        }
-        line.push('\t');
-        for (i, (p, f)) in self.active.iter().enumerate() {
-            let _ = write!(line, "{}{p}:{f}", if i > 0 { "," } else { "" });
-        }
-        line.push('\n');
-        line
-    }
-
+    /// Read the part of a line after its root: `FROM-TO,FROM-TO…<TAB>PID:FROM,PID:FROM…`, as
+    /// [`Entry::to_line`] writes it (roots with a tab or a line break in their path are not
+    /// recorded: see [`begin_run`]).
     fn parse_rest(root: &str, rest: &str) -> Option<Span> {
         let (iv, ac) = rest.split_once('\t')?;
         let intervals = iv
@@ -155,30 +140,123 @@ fn read_all(dir: &Path) -> Option<String> {
 /// Change the records of `roots` under an exclusive lock, rewriting the one file in place (the
 /// other roots' lines as they were). A run on those roots that died without closing its span
 /// is closed first, at the latest now.
-fn update(roots: &[PathBuf], f: impl FnMut(&mut Span)) -> Result<(), Error> {
+fn update(roots: &[PathBuf], f: impl FnMut(&mut Entry) -> Option<()>) -> Result<(), Error> {
     let dir = pinfold_ledger::state_dir().map_err(|e| Error::new("no state directory for the record of sandboxed roots").cause(e))?;
     update_in(&dir, roots, f)
 }
 
+/// A line of one of the run's roots in [`update_in`]: its runs going on read, its intervals
+/// kept as text, changed at the end where that is all [`Span::add`] would do ([`add_text`]).
+/// A busy root has 32 intervals; reading and writing them all at the start and end of every
+/// run cost ~0.35M instructions per update with five roots.
+struct Entry {
+    root: PathBuf,
+    intervals: String,
+    active: Vec<(u32, i64)>,
+}
+
+impl Entry {
+    /// Parse the part after the root; `None` when it is not a line pinfold wrote. The
+    /// intervals are only checked for their characters here: one that does not parse fails a
+    /// later [`add_text`] that needs it (and the update), or makes [`check`] refuse.
+    fn parse(root: &str, rest: &str) -> Option<Entry> {
+        let (iv, ac) = rest.split_once('\t')?;
+        if !iv.bytes().all(|c| c.is_ascii_digit() || c == b'-' || c == b',') {
+            return None;
+        }
+        let active = ac
+            .split(',')
+            .filter(|x| !x.is_empty())
+            .map(|x| x.split_once(':').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?))))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Entry { root: PathBuf::from(root), intervals: iv.to_string(), active })
+    }
+
+    fn add(&mut self, from: i64, to: i64) -> Option<()> {
+        self.intervals = add_text(&self.intervals, from, to)?;
+        Some(())
+    }
+
+    fn to_line(&self) -> String {
+        use std::fmt::Write;
+        let mut line = String::with_capacity(self.intervals.len() + 64 + 32 * self.active.len());
+        let _ = write!(line, "{}\t{}\t", self.root.display(), self.intervals);
+        for (i, (p, f)) in self.active.iter().enumerate() {
+            let _ = write!(line, "{}{p}:{f}", if i > 0 { "," } else { "" });
+        }
+        line.push('\n');
+        line
+    }
+}
+
+/// The intervals `iv` (as a line holds them) with `[from, to]` added, as [`Span::add`] would
+/// leave them. When the new interval starts at or after the last one's start, which is every
+/// run's end in time order, only the last interval is read: it is extended, or the new one
+/// appended (at the cap, with the two oldest merged). Anything else goes through
+/// [`Span::add`]. `None`: an interval that
+/// had to be read does not parse.
+fn add_text(iv: &str, from: i64, to: i64) -> Option<String> {
+    let to = to.max(from);
+    if iv.is_empty() {
+        return Some(format!("{from}-{to}"));
+    }
+    let (head, last) = match iv.rsplit_once(',') {
+        Some((h, l)) => (Some(h), l),
+        None => (None, iv),
+    };
+    let (a, b): (i64, i64) = last.split_once('-').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))?;
+    let count = iv.bytes().filter(|&c| c == b',').count() + 1;
+    if from >= a && count <= MAX_INTERVALS {
+        if from <= b.saturating_add(MERGE_GAP_NS) {
+            let merged = format!("{a}-{}", b.max(to));
+            return Some(match head {
+                Some(h) => format!("{h},{merged}"),
+                None => merged,
+            });
+        }
+        if count < MAX_INTERVALS {
+            return Some(format!("{iv},{from}-{to}"));
+        }
+        // At the cap: the new one goes last and the two oldest become one (stricter: the gap
+        // between them is lost), as `Span::add` does; only those two are read.
+        let mut parts = iv.splitn(3, ',');
+        if let (Some(first), Some(second), Some(rest)) = (parts.next(), parts.next(), parts.next()) {
+            let a0: i64 = first.split_once('-')?.0.parse().ok()?;
+            let b1: i64 = second.split_once('-')?.1.parse().ok()?;
+            return Some(format!("{a0}-{b1},{rest},{from}-{to}"));
+        }
+    }
+    let mut span = Span::parse_rest("", &format!("{iv}\t"))?;
+    span.add(from, to);
+    Some(span.intervals.iter().map(|(a, b)| format!("{a}-{b}")).collect::<Vec<_>>().join(","))
+}
+
 /// [`update`], in the state directory `dir`.
-fn update_in(dir: &Path, roots: &[PathBuf], mut f: impl FnMut(&mut Span)) -> Result<(), Error> {
+fn update_in(dir: &Path, roots: &[PathBuf], mut f: impl FnMut(&mut Entry) -> Option<()>) -> Result<(), Error> {
     use std::io::{Read, Seek};
     fn fail(what: &'static str) -> impl Fn(std::io::Error) -> Error {
         move |e| Error::new(format!("cannot {what} the record of sandboxed roots")).cause(e)
     }
+    // A line of ours that does not parse would be dropped with its root's history: that root
+    // would then look never sandboxed. Refuse instead: the record is pinfold's own, in a
+    // directory no sandbox can write, so a bad line means a bug or a disk error.
+    let unreadable = || {
+        Error::new(format!("the record of sandboxed roots ({}) has a line pinfold cannot read", dir.join(ROOTS).display()))
+            .hint("remove the file only if no agent has run in a sandbox since: it is what keeps planted policy files out")
+    };
     std::fs::create_dir_all(dir).map_err(fail("create the directory of"))?;
     let mut file = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).open(dir.join(ROOTS)).map_err(fail("open"))?;
     file.lock().map_err(fail("lock"))?;
     let mut text = String::new();
     file.read_to_string(&mut text).map_err(fail("read"))?;
     // Only the lines of `roots` are read and rewritten; every other line is copied as it is
-    // (a record holds every root ever sandboxed, each with up to 32 intervals, and reading and
-    // writing all of them at the start and end of every run took 0.1 ms a run with ten).
-    // Their runs that died without closing are closed when a run next uses their root; until
-    // then such a span counts as open, which is stricter, never laxer.
+    // (a record holds every root ever sandboxed, and reading and writing all of them at the
+    // start and end of every run cost every run in proportion). Their runs that died without
+    // closing are closed when a run next uses their root; until then such a span counts as
+    // open, which is stricter, never laxer.
     enum Line<'a> {
         Kept(&'a str),
-        Span(Span),
+        Ours(Entry),
     }
     let mut lines: Vec<Line> = Vec::new();
     for line in text.lines() {
@@ -187,15 +265,8 @@ fn update_in(dir: &Path, roots: &[PathBuf], mut f: impl FnMut(&mut Span)) -> Res
             lines.push(Line::Kept(line));
             continue;
         }
-        // A line of ours that does not parse would be dropped with its root's history: that
-        // root would then look never sandboxed. Refuse instead: the record is pinfold's own,
-        // in a directory no sandbox can write, so a bad line means a bug or a disk error.
-        let parsed = line.split_once('\t').and_then(|(root, rest)| Span::parse_rest(root, rest));
-        let Some(span) = parsed else {
-            return Err(Error::new(format!("the record of sandboxed roots ({}) has a line pinfold cannot read", dir.join(ROOTS).display()))
-                .hint("remove the file only if no agent has run in a sandbox since: it is what keeps planted policy files out"));
-        };
-        lines.push(Line::Span(span));
+        let parsed = line.split_once('\t').and_then(|(root, rest)| Entry::parse(root, rest));
+        lines.push(Line::Ours(parsed.ok_or_else(unreadable)?));
     }
     let now = now_ns();
     // Each pid looked up once (one run holds every root it writes).
@@ -209,24 +280,24 @@ fn update_in(dir: &Path, roots: &[PathBuf], mut f: impl FnMut(&mut Span)) -> Res
         }
     };
     for line in &mut lines {
-        let Line::Span(span) = line else { continue };
-        let dead: Vec<(u32, i64)> = span.active.iter().filter(|(p, _)| !is_alive(*p)).copied().collect();
-        span.active.retain(|(p, _)| !dead.iter().any(|(d, _)| d == p));
+        let Line::Ours(entry) = line else { continue };
+        let dead: Vec<(u32, i64)> = entry.active.iter().filter(|(p, _)| !is_alive(*p)).copied().collect();
+        entry.active.retain(|(p, _)| !dead.iter().any(|(d, _)| d == p));
         for (_, from) in dead {
-            span.add(from, now);
+            entry.add(from, now).ok_or_else(unreadable)?;
         }
     }
     for root in roots {
-        let found = lines.iter().position(|l| matches!(l, Line::Span(s) if s.root == *root));
+        let found = lines.iter().position(|l| matches!(l, Line::Ours(e) if e.root == *root));
         let i = match found {
             Some(i) => i,
             None => {
-                lines.push(Line::Span(Span { root: root.clone(), intervals: Vec::new(), active: Vec::new() }));
+                lines.push(Line::Ours(Entry { root: root.clone(), intervals: String::new(), active: Vec::new() }));
                 lines.len() - 1
             }
         };
-        if let Line::Span(s) = &mut lines[i] {
-            f(s);
+        if let Line::Ours(e) = &mut lines[i] {
+            f(e).ok_or_else(unreadable)?;
         }
     }
     let mut out = String::with_capacity(text.len() + 128);
@@ -236,7 +307,7 @@ fn update_in(dir: &Path, roots: &[PathBuf], mut f: impl FnMut(&mut Span)) -> Res
                 out.push_str(l);
                 out.push('\n');
             }
-            Line::Span(s) => out.push_str(&s.to_line()),
+            Line::Ours(e) => out.push_str(&e.to_line()),
         }
     }
     file.seek(std::io::SeekFrom::Start(0)).map_err(fail("rewrite"))?;
@@ -272,9 +343,10 @@ pub fn begin_run(roots: &[PathBuf], loaded: &[PathBuf]) -> Result<RunSpan, Error
         std::thread::sleep(std::time::Duration::from_millis(1));
         from = coarse_now_ns();
     }
-    update(&roots, |s| {
-        s.active.retain(|(p, _)| *p != pid);
-        s.active.push((pid, from));
+    update(&roots, |e| {
+        e.active.retain(|(p, _)| *p != pid);
+        e.active.push((pid, from));
+        Some(())
     })?;
     Ok(RunSpan { roots, from })
 }
@@ -284,9 +356,9 @@ impl RunSpan {
     pub fn end(self) -> Result<(), Error> {
         let pid = std::process::id();
         let now = now_ns();
-        update(&self.roots, |s| {
-            s.active.retain(|(p, _)| *p != pid);
-            s.add(self.from, now);
+        update(&self.roots, |e| {
+            e.active.retain(|(p, _)| *p != pid);
+            e.add(self.from, now)
         })
     }
 }
@@ -419,7 +491,11 @@ mod tests {
         let other = "/elsewhere\t1-2,5-9\t0:7\n";
         let ours = "/project\t1-2\t0:3\n";
         std::fs::write(dir.path().join(ROOTS), format!("{other}{ours}")).unwrap();
-        update_in(dir.path(), &[PathBuf::from("/project")], |s| s.active.push((42, 10))).unwrap();
+        update_in(dir.path(), &[PathBuf::from("/project")], |e| {
+            e.active.push((42, 10));
+            Some(())
+        })
+        .unwrap();
         let text = std::fs::read_to_string(dir.path().join(ROOTS)).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
@@ -428,21 +504,68 @@ mod tests {
         assert_eq!(span.active, vec![(42, 10)], "{text}");
         assert!(span.intervals.iter().any(|(a, b)| *a <= 3 && *b >= now_ns() - 60_000_000_000), "the dead run's span is closed at about now: {text}");
         std::fs::write(dir.path().join(ROOTS), format!("{other}/project\tnonsense\n")).unwrap();
-        assert!(update_in(dir.path(), &[PathBuf::from("/project")], |_| {}).is_err());
+        assert!(update_in(dir.path(), &[PathBuf::from("/project")], |_| Some(())).is_err());
     }
 
     #[test]
     fn a_line_reads_back_as_written() {
-        let mut s = span();
-        s.add(3 * S, 4 * S);
-        s.add(9 * S, 10 * S);
-        s.active.push((42, 11 * S));
-        let line = s.to_line();
+        let mut e = Entry { root: PathBuf::from("/p"), intervals: String::new(), active: Vec::new() };
+        e.add(3 * S, 4 * S).unwrap();
+        e.add(9 * S, 10 * S).unwrap();
+        e.active.push((42, 11 * S));
+        let line = e.to_line();
         let (root, rest) = line.trim_end_matches('\n').split_once('\t').unwrap();
         let back = Span::parse_rest(root, rest).unwrap();
-        assert_eq!(back.root, s.root);
-        assert_eq!(back.intervals, s.intervals);
-        assert_eq!(back.active, s.active);
+        assert_eq!(back.root, e.root);
+        assert_eq!(back.intervals, vec![(3 * S, 4 * S), (9 * S, 10 * S)]);
+        assert_eq!(back.active, e.active);
         assert!(Span::parse_rest("/p", "1-x\t").is_none());
+        assert!(Entry::parse("/p", "1-x\t").is_none());
+    }
+
+    /// `add_text` reads only the last interval where it can; whatever it does, the intervals
+    /// must come out as `Span::add` leaves them. Random runs (starts mostly in time order, some
+    /// before the last interval, some inside it, gaps around the merge gap, past the cap),
+    /// each step checked.
+    #[test]
+    fn adding_to_the_text_agrees_with_the_span() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for _ in 0..200 {
+            let mut text = String::new();
+            let mut span = span();
+            let mut t = 1_700_000_000 * S;
+            for _ in 0..80 {
+                let (from, to) = match next(10) {
+                    // Before the last interval's start: a long run ending late.
+                    0 => (t - next(40) as i64 * S, t + next(3) as i64 * S),
+                    // Inside the last interval, ending before it does (the clock went back).
+                    9 => {
+                        let from = t - next(S as u64) as i64;
+                        (from, from + next(S as u64 / 2) as i64)
+                    }
+                    // Right at or inside the merge gap, or just past it.
+                    1..=4 => {
+                        t += next(3 * S as u64) as i64;
+                        (t, t + next(S as u64) as i64)
+                    }
+                    _ => {
+                        t += next(20) as i64 * S;
+                        (t, t + next(5) as i64 * S)
+                    }
+                };
+                t = t.max(to);
+                text = add_text(&text, from, to).unwrap();
+                span.add(from, to);
+                let back = Span::parse_rest("", &format!("{text}\t")).unwrap();
+                assert_eq!(back.intervals, span.intervals, "after adding {from}-{to}: {text}");
+            }
+        }
+        assert!(add_text("1-2,x-3", 0, 1).is_none(), "a bad interval that has to be read fails the update");
     }
 }
