@@ -72,6 +72,24 @@ impl Span {
     fn covers(&self, t: i64, now: i64) -> bool {
         self.intervals.iter().any(|(a, b)| *a <= t && t <= *b) || self.active.iter().any(|(_, from)| *from <= t && t <= now)
     }
+
+    /// Read the part of a line after its root: `FROM-TO,FROM-TO…<TAB>PID:FROM,PID:FROM…`, as
+    /// [`Entry::to_line`] writes it (roots with a tab or a line break in their path are not
+    /// recorded: see [`begin_run`]).
+    fn parse_rest(root: &str, rest: &str) -> Option<Span> {
+        let (iv, ac) = rest.split_once('\t')?;
+        Some(Span { root: PathBuf::from(root), intervals: pairs(iv, '-')?, active: pairs(ac, ':')? })
+    }
+}
+
+/// `A<sep>B,A<sep>B…` (empty parts skipped) as numbers; `None` if one does not parse.
+fn pairs<A: std::str::FromStr, B: std::str::FromStr>(text: &str, sep: char) -> Option<Vec<(A, B)>> {
+    text.split(',').filter(|x| !x.is_empty()).map(|x| pair(x, sep)).collect()
+}
+
+fn pair<A: std::str::FromStr, B: std::str::FromStr>(x: &str, sep: char) -> Option<(A, B)> {
+    let (a, b) = x.split_once(sep)?;
+    Some((a.parse().ok()?, b.parse().ok()?))
 }
 
 fn now_ns() -> i64 {
@@ -103,25 +121,6 @@ fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
-impl Span {
-    /// Read the part of a line after its root: `FROM-TO,FROM-TO…<TAB>PID:FROM,PID:FROM…`, as
-    /// [`Entry::to_line`] writes it (roots with a tab or a line break in their path are not
-    /// recorded: see [`begin_run`]).
-    fn parse_rest(root: &str, rest: &str) -> Option<Span> {
-        let (iv, ac) = rest.split_once('\t')?;
-        let intervals = iv
-            .split(',')
-            .filter(|x| !x.is_empty())
-            .map(|x| x.split_once('-').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?))))
-            .collect::<Option<Vec<_>>>()?;
-        let active = ac
-            .split(',')
-            .filter(|x| !x.is_empty())
-            .map(|x| x.split_once(':').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?))))
-            .collect::<Option<Vec<_>>>()?;
-        Some(Span { root: PathBuf::from(root), intervals, active })
-    }
-}
 
 /// Read the record under a shared lock (writers replace it in place under an exclusive one).
 /// `None` when it cannot be read as a whole: the caller then refuses, never allows.
@@ -164,12 +163,7 @@ impl Entry {
         if !iv.bytes().all(|c| c.is_ascii_digit() || c == b'-' || c == b',') {
             return None;
         }
-        let active = ac
-            .split(',')
-            .filter(|x| !x.is_empty())
-            .map(|x| x.split_once(':').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?))))
-            .collect::<Option<Vec<_>>>()?;
-        Some(Entry { root: PathBuf::from(root), intervals: iv.to_string(), active })
+        Some(Entry { root: PathBuf::from(root), intervals: iv.to_string(), active: pairs(ac, ':')? })
     }
 
     fn add(&mut self, from: i64, to: i64) -> Option<()> {
@@ -204,7 +198,7 @@ fn add_text(iv: &str, from: i64, to: i64) -> Option<String> {
         Some((h, l)) => (Some(h), l),
         None => (None, iv),
     };
-    let (a, b): (i64, i64) = last.split_once('-').and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))?;
+    let (a, b): (i64, i64) = pair(last, '-')?;
     let count = iv.bytes().filter(|&c| c == b',').count() + 1;
     if from >= a && count <= MAX_INTERVALS {
         if from <= b.saturating_add(MERGE_GAP_NS) {
@@ -221,8 +215,8 @@ fn add_text(iv: &str, from: i64, to: i64) -> Option<String> {
         // between them is lost), as `Span::add` does; only those two are read.
         let mut parts = iv.splitn(3, ',');
         if let (Some(first), Some(second), Some(rest)) = (parts.next(), parts.next(), parts.next()) {
-            let a0: i64 = first.split_once('-')?.0.parse().ok()?;
-            let b1: i64 = second.split_once('-')?.1.parse().ok()?;
+            let (a0, _): (i64, i64) = pair(first, '-')?;
+            let (_, b1): (i64, i64) = pair(second, '-')?;
             return Some(format!("{a0}-{b1},{rest},{from}-{to}"));
         }
     }
