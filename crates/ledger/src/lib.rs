@@ -377,10 +377,10 @@ impl Ledger {
         self.lock.lock().map_err(|e| Error::io("lock", &self.paths.lock, e))?;
         let mut mine = self.mine.lock().unwrap_or_else(PoisonError::into_inner);
         let result = (|| {
-            let len = self.ensure_live(&mut live)?;
-            let id = live.metadata().map(|m| (m.dev(), m.ino())).map_err(|e| Error::io("read", &self.paths.log, e))?;
+            let held = self.ensure_live(&mut live)?;
+            let len = held.len();
             let mut tail = match mine.take() {
-                Some(m) if (m.dev, m.ino, m.len) == (id.0, id.1, len) => Tail {
+                Some(m) if (m.dev, m.ino, m.len) == (held.dev(), held.ino(), len) => Tail {
                     len,
                     torn: 0,
                     next_seq: m.next_seq,
@@ -412,17 +412,17 @@ impl Ledger {
 
     /// Another process may have rotated the file this descriptor was opened on (it is an
     /// archive now) or, after a crash between rotating and writing, no live file may exist:
-    /// (re)open the live path when it is not the file held. Returns the live file's length.
-    fn ensure_live(&self, live: &mut File) -> Result<u64, Error> {
+    /// (re)open the live path when it is not the file held. Returns the live file's metadata.
+    fn ensure_live(&self, live: &mut File) -> Result<std::fs::Metadata, Error> {
         let held = live.metadata().map_err(|e| Error::io("read", &self.paths.log, e))?;
         match std::fs::metadata(&self.paths.log) {
-            Ok(m) if m.ino() == held.ino() && m.dev() == held.dev() => return Ok(held.len()),
+            Ok(m) if m.ino() == held.ino() && m.dev() == held.dev() => return Ok(held),
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io("read", &self.paths.log, e)),
         }
         *live = open_live(&self.paths.log)?;
-        Ok(live.metadata().map_err(|e| Error::io("read", &self.paths.log, e))?.len())
+        live.metadata().map_err(|e| Error::io("read", &self.paths.log, e))
     }
 
     /// Is a time-based checkpoint due? The checkpoint file's modification time says when the
