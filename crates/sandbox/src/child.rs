@@ -348,16 +348,20 @@ fn init(base: Base, late: Late, mut rep: Reporter) -> ! {
     if let Err(e) = mounts::build_base(&base.run_dir) {
         rep.fail(e);
     }
-    let text = match late {
-        Late::Known(spec) => serde_json::to_string(&spec).map_err(std::io::Error::other),
+    // The spec, and its text for the command (read from the parent, or written from the
+    // spec init was started with).
+    let read = match late {
+        Late::Known(spec) => serde_json::to_string(&spec).map(|text| (spec, text)).map_err(|e| e.to_string()),
         Late::Pipe(mut pipe) => {
-            let mut s = String::new();
-            pipe.read_to_string(&mut s).map(|_| s)
+            let mut text = String::new();
+            match pipe.read_to_string(&mut text) {
+                Ok(_) => serde_json::from_str(&text).map(|spec| (spec, text)).map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            }
         }
     };
-    let spec: Spec = match text.as_deref().map(serde_json::from_str) {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => rep.fail(format!("read the sandbox spec: {e}")),
+    let (spec, text): (Spec, String) = match read {
+        Ok(r) => r,
         Err(e) => rep.fail(format!("read the sandbox spec: {e}")),
     };
     if spec.run_dir != base.run_dir || spec.uid != base.uid || spec.gid != base.gid {
@@ -376,7 +380,7 @@ fn init(base: Base, late: Late, mut rep: Reporter) -> ! {
         None => sys::send_nosignal(&spec_here, b"-").map(drop),
     };
     if sent.is_ok() {
-        let _ = std::fs::File::from(spec_here).write_all(text.as_deref().unwrap_or_default().as_bytes());
+        let _ = std::fs::File::from(spec_here).write_all(text.as_bytes());
     }
     drop(net);
     if let Err(e) = mounts::build(&spec) {
