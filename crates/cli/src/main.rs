@@ -183,7 +183,9 @@ fn start_up() {
         }
     }
     // SAFETY: setting a signal's disposition to SIG_IGN runs no code of ours.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    let before = unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    // A sandboxed command gets SIGPIPE as pinfold's caller left it, not pinfold's own.
+    pinfold_sandbox::note_caller_sigpipe(before == libc::SIG_IGN);
 }
 
 #[cfg_attr(test, allow(dead_code))]

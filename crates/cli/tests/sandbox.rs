@@ -3013,6 +3013,7 @@ both_users!(
     exit_127_for_missing_command,
     exit_126_for_denied_and_asked,
     stdin_passthrough,
+    signal_dispositions_as_the_caller_left_them,
     one_argument_is_shell_several_are_argv,
     report_json_written,
     dry_run_runs_nothing,
@@ -3129,6 +3130,52 @@ fn stdin_passthrough(u: User) {
         "{}: `echo hi | pinfold exec -- cat` must print hi\n{}",
         fx.label(),
         r.show()
+    );
+}
+
+/// pinfold ignores SIGPIPE for itself; the command must get the dispositions pinfold's
+/// caller left: `yes | head -1` ends quietly as it does outside, and a signal the caller
+/// ignores (`trap '' PIPE`, `nohup`-style) stays ignored.
+fn signal_dispositions_as_the_caller_left_them(u: User) {
+    let fx = Fx::new(u, "signal_dispositions_as_the_caller_left_them");
+    let text = "yes | head -1; grep SigIgn /proc/self/status";
+    let outside = fx.control(&["bash".into(), "-c".into(), text.into()]);
+    assert!(
+        outside.code == Some(0) && outside.stderr.is_empty() && outside.stdout.starts_with("y\n"),
+        "{}: CONTROL FAILED: `yes | head -1` was not quiet outside the sandbox\n{}",
+        fx.label(),
+        outside.show()
+    );
+    let inside = fx.exec(&[], &[text.into()]);
+    assert!(
+        inside.code == Some(0) && inside.stderr.is_empty() && inside.stdout == outside.stdout,
+        "{}: inside the sandbox the command must see the caller's dispositions (no SIGPIPE \
+         ignored, no `yes: standard output: Broken pipe`)\n{}\noutside:\n{}",
+        fx.label(),
+        inside.show(),
+        outside.show()
+    );
+    // A caller that ignores SIGPIPE and SIGINT: the command inherits both, as a command the
+    // caller ran directly does (the control: whatever else the test's own environment ignores
+    // shows on both sides).
+    let caller = "trap '' PIPE INT; exec \"$@\"";
+    let direct = fx.control(&["bash".into(), "-c".into(), caller.into(), "caller".into(), "grep".into(), "SigIgn".into(), "/proc/self/status".into()]);
+    let bits = |r: &Run| u64::from_str_radix(r.stdout.trim().trim_start_matches("SigIgn:").trim(), 16).ok();
+    assert!(
+        bits(&direct).is_some_and(|b| b & 0x1002 == 0x1002),
+        "{}: CONTROL FAILED: `trap '' PIPE INT` did not ignore both\n{}",
+        fx.label(),
+        direct.show()
+    );
+    let mut full = vec!["bash".to_string(), "-c".into(), caller.into(), "caller".into()];
+    full.extend(fx.exec_argv(&[], &["grep SigIgn /proc/self/status".into()]));
+    let r = run_cmd(fx.cmd(&full), full.join(" "), None, TIMEOUT);
+    assert!(
+        r.code == Some(0) && bits(&r) == bits(&direct),
+        "{}: a caller's ignored signals must reach the command as they reach one run directly\n{}\ndirect:\n{}",
+        fx.label(),
+        r.show(),
+        direct.show()
     );
 }
 

@@ -525,6 +525,9 @@ fn command(spec: &Spec, mut rep: Reporter, mounted: OwnedFd) -> ! {
         Err(e) => rep.fail(e),
     };
     rep.send(&Event::Confined { landlock, seccomp: seccomp::rule_names(sockets_off).into_iter().map(String::from).collect(), degraded });
+    if let Err(e) = sys::set_dispositions(&spec.ignored_signals) {
+        rep.fail(format!("reset signal dispositions: {e}"));
+    }
     if let Err(e) = sys::unblock_all_signals() {
         rep.fail(format!("unblock signals: {e}"));
     }

@@ -64,6 +64,7 @@ pub use landlock_layer::LandlockReport;
 pub use parent::Prestart;
 pub use probe::{probe, Availability};
 pub use seccomp::RULES as SECCOMP_RULES;
+pub use sys::note_caller_sigpipe;
 
 /// The hidden subcommand the CLI must route to [`helper_main`].
 pub const HELPER_ARG: &str = "__sandbox-helper";

@@ -61,6 +61,11 @@ pub(crate) struct Spec {
     /// command exits unrun.
     #[serde(default)]
     pub gate: bool,
+    /// The signals the caller of pinfold left ignored, which the command keeps ignored; every
+    /// other signal gets its default disposition before `execve` (pinfold itself ignores
+    /// SIGPIPE, which must not reach the command).
+    #[serde(default)]
+    pub ignored_signals: Vec<i32>,
 }
 
 fn step(what: impl Into<String>, r: std::io::Result<()>) -> Result<(), String> {

@@ -486,6 +486,7 @@ pub(crate) fn run(
         uid,
         gid,
         gate: true,
+        ignored_signals: sys::caller_ignored_signals(),
     };
     let mut report = SandboxReport {
         writable: r.writable.clone(),

@@ -373,6 +373,67 @@ pub fn install_noop_handler(sig: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// Whether pinfold's caller left SIGPIPE ignored: pinfold's own start-up ignores it (a
+/// closed pipe is an error to report), which must not reach the command. Set once by the
+/// binary's start-up ([`note_caller_sigpipe`]); unset, the caller's is taken as the default.
+static CALLER_SIGPIPE_IGNORED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Record SIGPIPE's disposition as pinfold's caller left it, before pinfold changes it.
+pub fn note_caller_sigpipe(ignored: bool) {
+    CALLER_SIGPIPE_IGNORED.store(ignored, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The highest signal number `sigaction` is asked about.
+const LAST_SIGNAL: libc::c_int = 64;
+
+/// The signals pinfold's caller left ignored (`SIG_IGN` survives `execve`, so a command run
+/// directly would inherit them): this process's ignored signals, with SIGPIPE as the caller had
+/// it.
+pub fn caller_ignored_signals() -> Vec<libc::c_int> {
+    let mut out = Vec::new();
+    for sig in 1..=LAST_SIGNAL {
+        if sig == libc::SIGPIPE {
+            if CALLER_SIGPIPE_IGNORED.load(std::sync::atomic::Ordering::Relaxed) {
+                out.push(sig);
+            }
+            continue;
+        }
+        // SAFETY: `old` is written by the call; a null `act` only reads the disposition.
+        let ignored = unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+        };
+        if ignored {
+            out.push(sig);
+        }
+    }
+    out
+}
+
+/// Give every signal the disposition a command run directly by pinfold's caller would have:
+/// ignored if in `ignored`, the default otherwise (handlers are reset by `execve` anyway).
+pub fn set_dispositions(ignored: &[libc::c_int]) -> io::Result<()> {
+    for sig in 1..=LAST_SIGNAL {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        let handler = if ignored.contains(&sig) { libc::SIG_IGN } else { libc::SIG_DFL };
+        // SAFETY: as in `install_noop_handler`; no handler of ours is installed.
+        let r = unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = handler;
+            libc::sigemptyset(&mut act.sa_mask);
+            libc::sigaction(sig, &act, std::ptr::null_mut())
+        };
+        // glibc keeps two real-time signals for itself and refuses them (EINVAL): they are
+        // never ignored on entry, so there is nothing to restore.
+        if r != 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// Unblock exactly `signals` (the parent restores its mask after the run).
 pub fn unblock_signals(signals: &[libc::c_int]) -> io::Result<()> {
     // SAFETY: as in `signalfd_for`.
