@@ -80,6 +80,24 @@ pub(crate) const GO: &[u8] = b"g";
 pub(crate) const FORWARDED: &[libc::c_int] =
     &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2, libc::SIGWINCH, libc::SIGCONT];
 
+/// The signals whose disposition pinfold changes on the way to the command, so that the
+/// command process sets them back to the caller's before `execve` (the spec's
+/// `ignored_signals`): SIGPIPE, which pinfold's start-up ignores, and the forwarded ones, for
+/// which init installs handlers (inherited by the command's fork, and reset to the default,
+/// not to the caller's `SIG_IGN`, by `execve`). Every other disposition the command inherits
+/// unchanged from pinfold's caller.
+pub(crate) const RESET_BEFORE_EXEC: &[libc::c_int] = &[
+    libc::SIGPIPE,
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGWINCH,
+    libc::SIGCONT,
+];
+
 struct Reporter(Option<std::fs::File>);
 
 impl Reporter {
@@ -525,7 +543,7 @@ fn command(spec: &Spec, mut rep: Reporter, mounted: OwnedFd) -> ! {
         Err(e) => rep.fail(e),
     };
     rep.send(&Event::Confined { landlock, seccomp: seccomp::rule_names(sockets_off).into_iter().map(String::from).collect(), degraded });
-    if let Err(e) = sys::set_dispositions(&spec.ignored_signals) {
+    if let Err(e) = sys::set_dispositions(RESET_BEFORE_EXEC, &spec.ignored_signals) {
         rep.fail(format!("reset signal dispositions: {e}"));
     }
     if let Err(e) = sys::unblock_all_signals() {

@@ -61,9 +61,8 @@ pub(crate) struct Spec {
     /// command exits unrun.
     #[serde(default)]
     pub gate: bool,
-    /// The signals the caller of pinfold left ignored, which the command keeps ignored; every
-    /// other signal gets its default disposition before `execve` (pinfold itself ignores
-    /// SIGPIPE, which must not reach the command).
+    /// Which of the signals pinfold changes on the way (`child::RESET_BEFORE_EXEC`) the caller
+    /// left ignored: the command keeps those ignored and gets the default for the rest.
     #[serde(default)]
     pub ignored_signals: Vec<i32>,
 }

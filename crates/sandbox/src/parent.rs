@@ -486,7 +486,7 @@ pub(crate) fn run(
         uid,
         gid,
         gate: true,
-        ignored_signals: sys::caller_ignored_signals(),
+        ignored_signals: sys::caller_ignored(crate::child::RESET_BEFORE_EXEC),
     };
     let mut report = SandboxReport {
         writable: r.writable.clone(),

@@ -383,25 +383,19 @@ pub fn note_caller_sigpipe(ignored: bool) {
     CALLER_SIGPIPE_IGNORED.store(ignored, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The highest signal number `sigaction` is asked about.
-const LAST_SIGNAL: libc::c_int = 64;
-
-/// The signals pinfold's caller left ignored (`SIG_IGN` survives `execve`, so a command run
-/// directly would inherit them): this process's ignored signals, with SIGPIPE as the caller had
-/// it.
-pub fn caller_ignored_signals() -> Vec<libc::c_int> {
+/// Which of `signals` pinfold's caller left ignored (`SIG_IGN` survives `execve`, so a command
+/// run directly would inherit it): as this process has them, with SIGPIPE as the caller had it.
+pub fn caller_ignored(signals: &[libc::c_int]) -> Vec<libc::c_int> {
     let mut out = Vec::new();
-    for sig in 1..=LAST_SIGNAL {
-        if sig == libc::SIGPIPE {
-            if CALLER_SIGPIPE_IGNORED.load(std::sync::atomic::Ordering::Relaxed) {
-                out.push(sig);
+    for &sig in signals {
+        let ignored = if sig == libc::SIGPIPE {
+            CALLER_SIGPIPE_IGNORED.load(std::sync::atomic::Ordering::Relaxed)
+        } else {
+            // SAFETY: `old` is written by the call; a null `act` only reads the disposition.
+            unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
             }
-            continue;
-        }
-        // SAFETY: `old` is written by the call; a null `act` only reads the disposition.
-        let ignored = unsafe {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
         };
         if ignored {
             out.push(sig);
@@ -410,13 +404,11 @@ pub fn caller_ignored_signals() -> Vec<libc::c_int> {
     out
 }
 
-/// Give every signal the disposition a command run directly by pinfold's caller would have:
-/// ignored if in `ignored`, the default otherwise (handlers are reset by `execve` anyway).
-pub fn set_dispositions(ignored: &[libc::c_int]) -> io::Result<()> {
-    for sig in 1..=LAST_SIGNAL {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-            continue;
-        }
+/// Give each of `signals` the disposition a command run directly by pinfold's caller would
+/// have: ignored if in `ignored`, the default otherwise (a handler would be reset by `execve`
+/// anyway).
+pub fn set_dispositions(signals: &[libc::c_int], ignored: &[libc::c_int]) -> io::Result<()> {
+    for &sig in signals {
         let handler = if ignored.contains(&sig) { libc::SIG_IGN } else { libc::SIG_DFL };
         // SAFETY: as in `install_noop_handler`; no handler of ours is installed.
         let r = unsafe {
@@ -425,11 +417,7 @@ pub fn set_dispositions(ignored: &[libc::c_int]) -> io::Result<()> {
             libc::sigemptyset(&mut act.sa_mask);
             libc::sigaction(sig, &act, std::ptr::null_mut())
         };
-        // glibc keeps two real-time signals for itself and refuses them (EINVAL): they are
-        // never ignored on entry, so there is nothing to restore.
-        if r != 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
-            return Err(io::Error::last_os_error());
-        }
+        check(r)?;
     }
     Ok(())
 }
