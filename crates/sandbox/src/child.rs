@@ -86,17 +86,9 @@ pub(crate) const FORWARDED: &[libc::c_int] =
 /// which init installs handlers (inherited by the command's fork, and reset to the default,
 /// not to the caller's `SIG_IGN`, by `execve`). Every other disposition the command inherits
 /// unchanged from pinfold's caller.
-pub(crate) const RESET_BEFORE_EXEC: &[libc::c_int] = &[
-    libc::SIGPIPE,
-    libc::SIGINT,
-    libc::SIGTERM,
-    libc::SIGHUP,
-    libc::SIGQUIT,
-    libc::SIGUSR1,
-    libc::SIGUSR2,
-    libc::SIGWINCH,
-    libc::SIGCONT,
-];
+pub(crate) fn reset_before_exec() -> impl Iterator<Item = libc::c_int> {
+    std::iter::once(libc::SIGPIPE).chain(FORWARDED.iter().copied())
+}
 
 struct Reporter(Option<std::fs::File>);
 
@@ -543,7 +535,7 @@ fn command(spec: &Spec, mut rep: Reporter, mounted: OwnedFd) -> ! {
         Err(e) => rep.fail(e),
     };
     rep.send(&Event::Confined { landlock, seccomp: seccomp::rule_names(sockets_off).into_iter().map(String::from).collect(), degraded });
-    if let Err(e) = sys::set_dispositions(RESET_BEFORE_EXEC, &spec.ignored_signals) {
+    if let Err(e) = sys::set_dispositions(reset_before_exec(), &spec.ignored_signals) {
         rep.fail(format!("reset signal dispositions: {e}"));
     }
     if let Err(e) = sys::unblock_all_signals() {

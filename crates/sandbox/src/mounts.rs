@@ -61,7 +61,7 @@ pub(crate) struct Spec {
     /// command exits unrun.
     #[serde(default)]
     pub gate: bool,
-    /// Which of the signals pinfold changes on the way (`child::RESET_BEFORE_EXEC`) the caller
+    /// Which of the signals pinfold changes on the way (`child::reset_before_exec`) the caller
     /// left ignored: the command keeps those ignored and gets the default for the rest.
     #[serde(default)]
     pub ignored_signals: Vec<i32>,

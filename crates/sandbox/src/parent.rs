@@ -486,7 +486,7 @@ pub(crate) fn run(
         uid,
         gid,
         gate: true,
-        ignored_signals: sys::caller_ignored(crate::child::RESET_BEFORE_EXEC),
+        ignored_signals: sys::caller_ignored(crate::child::reset_before_exec()),
     };
     let mut report = SandboxReport {
         writable: r.writable.clone(),

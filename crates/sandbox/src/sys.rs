@@ -385,9 +385,9 @@ pub fn note_caller_sigpipe(ignored: bool) {
 
 /// Which of `signals` pinfold's caller left ignored (`SIG_IGN` survives `execve`, so a command
 /// run directly would inherit it): as this process has them, with SIGPIPE as the caller had it.
-pub fn caller_ignored(signals: &[libc::c_int]) -> Vec<libc::c_int> {
+pub fn caller_ignored(signals: impl IntoIterator<Item = libc::c_int>) -> Vec<libc::c_int> {
     let mut out = Vec::new();
-    for &sig in signals {
+    for sig in signals {
         let ignored = if sig == libc::SIGPIPE {
             CALLER_SIGPIPE_IGNORED.load(std::sync::atomic::Ordering::Relaxed)
         } else {
@@ -407,8 +407,8 @@ pub fn caller_ignored(signals: &[libc::c_int]) -> Vec<libc::c_int> {
 /// Give each of `signals` the disposition a command run directly by pinfold's caller would
 /// have: ignored if in `ignored`, the default otherwise (a handler would be reset by `execve`
 /// anyway).
-pub fn set_dispositions(signals: &[libc::c_int], ignored: &[libc::c_int]) -> io::Result<()> {
-    for &sig in signals {
+pub fn set_dispositions(signals: impl IntoIterator<Item = libc::c_int>, ignored: &[libc::c_int]) -> io::Result<()> {
+    for sig in signals {
         let handler = if ignored.contains(&sig) { libc::SIG_IGN } else { libc::SIG_DFL };
         // SAFETY: as in `install_noop_handler`; no handler of ours is installed.
         let r = unsafe {
