@@ -166,7 +166,7 @@ pub fn matches_subject(pattern: &Pattern, subject: &Subject<'_>, mode: Mode, env
         positional: Vec::with_capacity(args.len()),
         dynamic: false,
     };
-    st.walk(0, &mut reading, false);
+    st.enumerate(&mut reading);
     match mode {
         Mode::Any => {
             if st.exhausted && st.best == Outcome::No {
@@ -250,43 +250,68 @@ impl<'a> Enum<'a, '_, '_> {
         }
     }
 
-    fn walk(&mut self, i: usize, r: &mut Reading<'a>, after_dashdash: bool) {
-        if self.done() {
-            return;
+    /// Enumerate the readings of the arguments depth-first, in the order a recursive descent
+    /// over them would, but on a stack of [`Step`]s on the heap: one level per argument would
+    /// overflow the thread's stack on a command of tens of thousands of arguments.
+    fn enumerate(&mut self, r: &mut Reading<'a>) {
+        let mut todo: Vec<Step<'a>> = vec![Step::Walk { i: 0, after_dashdash: false }];
+        while let Some(step) = todo.pop() {
+            // Once the answer is settled nothing left can change it (the reading is dropped,
+            // so its undo steps need not run either).
+            if self.done() {
+                return;
+            }
+            match step {
+                Step::Walk { i, after_dashdash } => self.walk(i, r, after_dashdash, &mut todo),
+                Step::Cluster { i, pos } => self.cluster(r, i, pos, &mut todo),
+                Step::TakeNext { name, i } => self.take_next_value(r, name, i, &mut todo),
+                Step::ValueIn { name, i, rest } => self.value_in_cluster(r, name, i, rest, &mut todo),
+                Step::WholeOption { i } => {
+                    let t = Cow::Borrowed(self.args[i].text.as_str());
+                    self.option_with_arity(r, t, Arity::Unknown, i, &mut todo);
+                }
+                Step::PopFlag => {
+                    r.flags.pop();
+                }
+                Step::PopPositional { switched } => self.pop_positional(r, switched),
+                Step::SetDynamic(was) => r.dynamic = was,
+            }
         }
-        let Some(w) = self.args.get(i) else {
+    }
+
+    /// Read `args[i]` and queue what follows from each way of reading it.
+    fn walk(&mut self, i: usize, r: &mut Reading<'a>, after_dashdash: bool, todo: &mut Vec<Step<'a>>) {
+        let args: &'a [Word] = self.args;
+        let Some(w) = args.get(i) else {
             self.finish(r);
             return;
         };
         if w.dynamic && w.home_suffix.is_none() {
             let was = r.dynamic;
             r.dynamic = true;
-            let sw = self.push_positional(r, Item::Dynamic { splits: w.splits });
-            self.walk(i + 1, r, after_dashdash);
-            self.pop_positional(r, sw);
-            r.dynamic = was;
+            let switched = self.push_positional(r, Item::Dynamic { splits: w.splits });
+            todo.extend([Step::SetDynamic(was), Step::PopPositional { switched }, Step::Walk { i: i + 1, after_dashdash }]);
             return;
         }
         let t = w.text.as_str();
         if after_dashdash || t == "-" || !t.starts_with('-') || t.len() < 2 {
-            let sw = self.push_positional(r, Item::Static(w));
-            self.walk(i + 1, r, after_dashdash);
-            self.pop_positional(r, sw);
+            let switched = self.push_positional(r, Item::Static(w));
+            todo.extend([Step::PopPositional { switched }, Step::Walk { i: i + 1, after_dashdash }]);
             return;
         }
         if t == "--" {
-            self.walk(i + 1, r, true);
+            todo.push(Step::Walk { i: i + 1, after_dashdash: true });
             return;
         }
         if let Some(long) = t.strip_prefix("--") {
             if let Some((name, value)) = long.split_once('=') {
                 // `--name`: the part of the word before the `=`.
                 let name = &t[..2 + name.len()];
-                self.flag(r, Cow::Borrowed(name), Some(Val::Text(value)), i + 1);
+                self.flag(r, Cow::Borrowed(name), Some(Val::Text(value)), i + 1, todo);
                 return;
             }
             let arity = options::arity(self.tables.as_slice(), t);
-            self.option_with_arity(r, Cow::Borrowed(t), arity, i);
+            self.option_with_arity(r, Cow::Borrowed(t), arity, i, todo);
             return;
         }
         // Single dash.
@@ -294,60 +319,58 @@ impl<'a> Enum<'a, '_, '_> {
         let whole = listing.unwrap_or_else(|| options::unlisted(self.tables.as_slice()));
         if self.style() == Style::Single || listing.is_some() || is_number(&t[1..]) {
             let arity = if is_number(&t[1..]) { Arity::Flag } else { whole };
-            self.option_with_arity(r, Cow::Borrowed(t), arity, i);
+            self.option_with_arity(r, Cow::Borrowed(t), arity, i, todo);
             return;
         }
-        self.cluster(r, i, 1);
         // A tool we know nothing of may read `-auto-approve` as one option, not a cluster
-        // (tools with a table here are GNU-style or listed as single-dash).
+        // (tools with a table here are GNU-style or listed as single-dash): that reading comes
+        // after every reading as a cluster.
         let unknown_tool = self.tables.len == 0;
-        if unknown_tool && t.chars().count() > 2 && self.cares_flags && !self.done() {
-            self.option_with_arity(r, Cow::Borrowed(t), Arity::Unknown, i);
+        if unknown_tool && t.chars().count() > 2 && self.cares_flags {
+            todo.push(Step::WholeOption { i });
         }
+        todo.push(Step::Cluster { i, pos: 1 });
     }
 
     /// `-abc` from byte `pos`: each character a flag until one takes a value.
-    fn cluster(&mut self, r: &mut Reading<'a>, i: usize, pos: usize) {
-        if self.done() {
-            return;
-        }
+    fn cluster(&mut self, r: &mut Reading<'a>, i: usize, pos: usize, todo: &mut Vec<Step<'a>>) {
         let args: &'a [Word] = self.args;
         let t = args[i].text.as_str();
         let Some(c) = t[pos..].chars().next() else {
-            self.walk(i + 1, r, false);
+            todo.push(Step::Walk { i: i + 1, after_dashdash: false });
             return;
         };
         let next = pos + c.len_utf8();
         let name = short_name(c);
         let rest = &t[next..];
-        let last = rest.is_empty();
-        let value_reading = |s: &mut Self, r: &mut Reading<'a>| {
-            if last {
-                s.take_next_value(r, name.clone(), i);
-            } else {
-                r.flags.push(Occ { name: name.clone(), value: Some(Val::Text(rest)) });
-                s.walk(i + 1, r, false);
-                r.flags.pop();
-            }
-        };
         match options::arity(self.tables.as_slice(), &name) {
-            Arity::Value => value_reading(self, r),
+            Arity::Value => self.value_in_cluster(r, name, i, rest, todo),
             Arity::Flag => {
-                r.flags.push(Occ { name: name.clone(), value: None });
-                self.cluster(r, i, next);
-                r.flags.pop();
+                r.flags.push(Occ { name, value: None });
+                todo.extend([Step::PopFlag, Step::Cluster { i, pos: next }]);
             }
             Arity::Unknown => {
-                r.flags.push(Occ { name: name.clone(), value: None });
-                self.cluster(r, i, next);
-                r.flags.pop();
-                // The other reading: this flag takes a value. It changes what the pattern sees
-                // only if the pattern looks at flags (rest of cluster) or positionals (next arg).
+                // The other reading, after this one: this flag takes a value. It changes what
+                // the pattern sees only if the pattern looks at flags (rest of cluster) or
+                // positionals (next arg).
+                let last = rest.is_empty();
                 let matters = if last { self.next_can_be_value(i) && self.cares_positional } else { self.cares_flags };
                 if matters {
-                    value_reading(self, r);
+                    todo.push(Step::ValueIn { name: name.clone(), i, rest });
                 }
+                r.flags.push(Occ { name, value: None });
+                todo.extend([Step::PopFlag, Step::Cluster { i, pos: next }]);
             }
+        }
+    }
+
+    /// The flag `name` of the cluster in `args[i]` takes a value: `rest` of the word, or the
+    /// next argument when the flag ends the word.
+    fn value_in_cluster(&mut self, r: &mut Reading<'a>, name: Cow<'a, str>, i: usize, rest: &'a str, todo: &mut Vec<Step<'a>>) {
+        if rest.is_empty() {
+            self.take_next_value(r, name, i, todo);
+        } else {
+            self.flag(r, name, Some(Val::Text(rest)), i + 1, todo);
         }
     }
 
@@ -355,32 +378,56 @@ impl<'a> Enum<'a, '_, '_> {
         self.args.get(i + 1).is_some_and(|n| n.dynamic || !n.text.starts_with('-') || n.text == "-")
     }
 
-    fn option_with_arity(&mut self, r: &mut Reading<'a>, name: Cow<'a, str>, arity: Arity, i: usize) {
+    fn option_with_arity(&mut self, r: &mut Reading<'a>, name: Cow<'a, str>, arity: Arity, i: usize, todo: &mut Vec<Step<'a>>) {
         match arity {
-            Arity::Value => self.take_next_value(r, name, i),
-            Arity::Flag => self.flag(r, name, None, i + 1),
+            Arity::Value => self.take_next_value(r, name, i, todo),
+            Arity::Flag => self.flag(r, name, None, i + 1, todo),
             Arity::Unknown => {
-                self.flag(r, name.clone(), None, i + 1);
+                // First the reading as a flag, then (queued beneath it) as taking a value.
                 if self.next_can_be_value(i) && self.cares_positional {
-                    self.take_next_value(r, name, i);
+                    todo.push(Step::TakeNext { name: name.clone(), i });
                 }
+                self.flag(r, name, None, i + 1, todo);
             }
         }
     }
 
     /// The option at `i` takes `args[i + 1]` as its value.
-    fn take_next_value(&mut self, r: &mut Reading<'a>, name: Cow<'a, str>, i: usize) {
-        match self.args.get(i + 1) {
-            Some(v) => self.flag(r, name, Some(Val::Word(v)), i + 2),
-            None => self.flag(r, name, None, i + 1),
+    fn take_next_value(&mut self, r: &mut Reading<'a>, name: Cow<'a, str>, i: usize, todo: &mut Vec<Step<'a>>) {
+        let args: &'a [Word] = self.args;
+        match args.get(i + 1) {
+            Some(v) => self.flag(r, name, Some(Val::Word(v)), i + 2, todo),
+            None => self.flag(r, name, None, i + 1, todo),
         }
     }
 
-    fn flag(&mut self, r: &mut Reading<'a>, name: Cow<'a, str>, value: Option<Val<'a>>, next: usize) {
+    /// Add the flag occurrence to the reading and go on reading at `next`.
+    fn flag(&mut self, r: &mut Reading<'a>, name: Cow<'a, str>, value: Option<Val<'a>>, next: usize, todo: &mut Vec<Step<'a>>) {
         r.flags.push(Occ { name, value });
-        self.walk(next, r, false);
-        r.flags.pop();
+        todo.extend([Step::PopFlag, Step::Walk { i: next, after_dashdash: false }]);
     }
+}
+
+/// One thing left to do in [`Enum::enumerate`]: a choice still to explore, or the undoing of
+/// a choice made, so that the reading is as it was before the choice.
+enum Step<'a> {
+    /// Read the arguments from `i` on.
+    Walk { i: usize, after_dashdash: bool },
+    /// Read the rest of the cluster `args[i]` from byte `pos`.
+    Cluster { i: usize, pos: usize },
+    /// The option `name` at `i` takes the next argument as its value.
+    TakeNext { name: Cow<'a, str>, i: usize },
+    /// The flag `name` in the cluster `args[i]` takes `rest` (or, when empty, the next
+    /// argument) as its value.
+    ValueIn { name: Cow<'a, str>, i: usize, rest: &'a str },
+    /// `args[i]` of a tool pinfold knows nothing of, read as one option of unknown arity.
+    WholeOption { i: usize },
+    /// Undo: drop the last flag occurrence.
+    PopFlag,
+    /// Undo: drop the last positional (and the subcommand's table it switched to).
+    PopPositional { switched: bool },
+    /// Undo: restore whether the reading holds a dynamic argument.
+    SetDynamic(bool),
 }
 
 /// `-c` for every ASCII `c`, two bytes each, so a short flag's name is borrowed, not built.

@@ -1,0 +1,69 @@
+//! Inputs far larger than a person writes: judging must neither recurse once per argument
+//! (a command of tens of thousands of arguments overflowed the stack and killed the process,
+//! which an agent's hook reads as "go ahead") nor weaken its answer.
+//!
+//! Each case is judged on a thread with a 256 KiB stack: recursion proportional to the
+//! argument count overflows it (the test process then dies of SIGSEGV, a failure), while
+//! judging that keeps its state on the heap needs only a few kilobytes of stack.
+
+use std::path::{Path, PathBuf};
+
+use pinfold_policy::Policy;
+use pinfold_policy::config::{Action, LoadOptions, load};
+
+/// The embedded default policy, as `pinfold check` loads it with no policy file around.
+fn default_policy(project: &Path) -> Policy {
+    let opts = LoadOptions {
+        explicit: None,
+        cwd: project.to_path_buf(),
+        home: Some(PathBuf::from("/home/agent")),
+        xdg_config_home: Some(project.join("no-config")),
+    };
+    Policy::new(load(&opts).expect("the embedded policy loads"))
+        .expect("the embedded policy compiles")
+}
+
+/// Judge each `(command, expected)` on a thread with a small stack.
+fn judge_on_small_stack(cases: Vec<(String, Action)>) {
+    std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(move || {
+            let project = tempfile::tempdir().expect("temporary project");
+            let policy = default_policy(project.path());
+            for (command, expected) in cases {
+                let j = policy.judge(&command, project.path());
+                let head: String = command.chars().take(40).collect();
+                assert_eq!(
+                    j.decision,
+                    expected,
+                    "`{head}…` ({} bytes): {}",
+                    command.len(),
+                    j.reason
+                );
+            }
+        })
+        .expect("spawn the judging thread")
+        .join()
+        .expect("judging panicked");
+}
+
+#[test]
+fn a_command_of_tens_of_thousands_of_arguments_is_judged() {
+    let n = 40_000;
+    judge_on_small_stack(vec![
+        // A deny rule with `*` still matches with the flags repeated (issue 14's crash).
+        (format!("rm -rf ~ {}", "-f ".repeat(n)), Action::Deny),
+        (format!("rm {} -rf /", "-f ".repeat(n)), Action::Deny),
+        // Allowed plain arguments stay allowed.
+        (format!("echo {}", "a ".repeat(n)), Action::Allow),
+        // Dynamic arguments: every reading holds one; still judged, not crashed.
+        (format!("echo {}", "\"$x\" ".repeat(n)), Action::Allow),
+        // Options of a tool pinfold has no table for: each may or may not take a value.
+        (format!("sometool {}", "-x v ".repeat(n)), Action::Ask),
+        (
+            format!("git {} push --force", "-c a=b ".repeat(n / 2)),
+            Action::Ask,
+        ),
+        (format!("xargs {}rm -rf /", "-0 ".repeat(n)), Action::Deny),
+    ]);
+}
