@@ -33,6 +33,8 @@
 //!   (the outer shell would open that file outside the sandbox; `2>&1` does not count);
 //! * (g) is a `[ … ]`/`[[ … ]]` test (shell syntax, not a program).
 //!
+//! and also when the input has more than [`MAX_PIECES`] commands to sandbox.
+//!
 //! When the merged sandbox can write nothing although a merged preset could, an allow becomes
 //! ask: the commands would fail in a way the agent did not expect.
 
@@ -98,6 +100,12 @@ pub fn plan(config: &Config, j: &Judgement, source: &str, exe: &Path, mint: &dyn
     if let Some(c) = cmds.iter().find(|c| state_changing(c)) {
         fallback = Some(format!("`{}` changes the shell's state", snippet(source, c)));
     }
+    let spans = Spans::new(cmds.iter().map(|c| c.span.clone()));
+    let inside_another = spans.inside_another();
+    let wrapped = needs.iter().filter(|&&n| n).count();
+    if fallback.is_none() && wrapped > MAX_PIECES {
+        fallback = Some(format!("{wrapped} commands are more than pinfold sandboxes one by one ({MAX_PIECES})"));
+    }
     for (i, c) in cmds.iter().enumerate() {
         if fallback.is_some() {
             break;
@@ -106,9 +114,7 @@ pub fn plan(config: &Config, j: &Judgement, source: &str, exe: &Path, mint: &dyn
             continue;
         }
         let text = snippet(source, c);
-        let nested = c.parent.is_some()
-            || c.context.iter().any(nested_context)
-            || cmds.iter().enumerate().any(|(k, d)| k != i && d.span.start <= c.span.start && c.span.end <= d.span.end);
+        let nested = c.parent.is_some() || c.context.iter().any(nested_context) || inside_another[i];
         fallback = if nested {
             Some(format!("`{text}` runs inside another command"))
         } else if c.kind == CommandKind::FunctionCall {
@@ -122,7 +128,7 @@ pub fn plan(config: &Config, j: &Judgement, source: &str, exe: &Path, mint: &dyn
             // that command (the parser also attaches `a | b > f`'s `> f` to the pipeline).
             let stray = r.inherited
                 && (r.writes_file() || r.op == "<")
-                && !cmds.iter().any(|d| d.span.start <= r.span.start && r.span.end <= d.span.end);
+                && !spans.covers(&r.span);
             stray || r.op == "<<" || r.op == "<<-"
         }) {
             Some(format!("`{text}` reads a heredoc or a redirect of an enclosing command"))
@@ -186,6 +192,55 @@ pub fn plan(config: &Config, j: &Judgement, source: &str, exe: &Path, mint: &dyn
     Plan { decision: j.decision, reason: format!("{}; sandboxed: {}", j.reason, shown.join(", ")), command: Some(out) }
 }
 
+/// The most commands wrapped one by one; an input with more runs as one (each wrapped command
+/// costs a token and a copy of pinfold's path and grows the answer by about 200 bytes).
+pub const MAX_PIECES: usize = 1000;
+
+/// The commands' spans, sorted by start (and by end, longest first), to answer "is this range
+/// inside a command's span" in logarithmic time: one pass over every pair of commands made
+/// inputs of tens of thousands of commands take minutes.
+struct Spans {
+    /// `(start, end, index in the input)`, by start ascending, then end descending.
+    sorted: Vec<(usize, usize, usize)>,
+    /// `max_end[k]`: the largest end among `sorted[..=k]`.
+    max_end: Vec<usize>,
+}
+
+impl Spans {
+    fn new(spans: impl Iterator<Item = std::ops::Range<usize>>) -> Spans {
+        let mut sorted: Vec<(usize, usize, usize)> = spans.enumerate().map(|(i, r)| (r.start, r.end, i)).collect();
+        sorted.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        let mut max_end = Vec::with_capacity(sorted.len());
+        let mut m = 0;
+        for &(_, end, _) in &sorted {
+            m = m.max(end);
+            max_end.push(m);
+        }
+        Spans { sorted, max_end }
+    }
+
+    /// Whether some span holds all of `r`.
+    fn covers(&self, r: &std::ops::Range<usize>) -> bool {
+        // The spans that start at or before `r`; one of them reaches its end if the
+        // largest end among them does.
+        let n = self.sorted.partition_point(|&(start, _, _)| start <= r.start);
+        n > 0 && self.max_end[n - 1] >= r.end
+    }
+
+    /// For each command (by input index), whether another command's span holds its span.
+    fn inside_another(&self) -> Vec<bool> {
+        let mut out = vec![false; self.sorted.len()];
+        for (k, &(start, end, i)) in self.sorted.iter().enumerate() {
+            // An earlier span in this order starts no later and, when it starts at the same
+            // byte, ends no earlier; a later span with the same range holds this one too.
+            let before = k > 0 && self.max_end[k - 1] >= end;
+            let twin = self.sorted.get(k + 1).is_some_and(|&(s, e, _)| s == start && e == end);
+            out[i] = before || twin;
+        }
+        out
+    }
+}
+
 /// `PINFOLD_HOOK_ORIGIN=<token> '<exe>' exec --sandbox <preset> -- '<text>'`.
 fn wrap(exe: &Path, text: &str, preset: &str, mint: &dyn Fn(&str, &str) -> String) -> String {
     format!(
@@ -225,6 +280,44 @@ fn state_changing(c: &SimpleCommand) -> bool {
             let Some(name) = c.words.first() else { return false };
             STATE_BUILTINS.contains(&name.text.as_str())
                 || (name.text == "printf" && c.words.get(1).is_some_and(|w| w.text.starts_with("-v")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Spans;
+
+    /// [`Spans`] answers as the pairwise definition does, on random spans with many ties.
+    #[test]
+    fn spans_agree_with_the_pairwise_definition() {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |m: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % m as u64) as usize
+        };
+        for round in 0..2000 {
+            let n = 1 + round % 12;
+            let spans: Vec<std::ops::Range<usize>> = (0..n)
+                .map(|_| {
+                    let a = next(10);
+                    a..a + next(6)
+                })
+                .collect();
+            let s = Spans::new(spans.iter().cloned());
+            let inside = s.inside_another();
+            for (i, c) in spans.iter().enumerate() {
+                let want = spans.iter().enumerate().any(|(k, d)| k != i && d.start <= c.start && c.end <= d.end);
+                assert_eq!(inside[i], want, "{spans:?} #{i}");
+            }
+            for _ in 0..5 {
+                let a = next(12);
+                let r = a..a + next(4);
+                let want = spans.iter().any(|d| d.start <= r.start && r.end <= d.end);
+                assert_eq!(s.covers(&r), want, "{spans:?} {r:?}");
+            }
         }
     }
 }
