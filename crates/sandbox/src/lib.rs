@@ -49,6 +49,7 @@ mod probe;
 mod seccomp;
 #[allow(unsafe_code)]
 mod sys;
+pub mod worker;
 
 use std::path::{Path, PathBuf};
 

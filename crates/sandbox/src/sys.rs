@@ -645,3 +645,24 @@ pub(crate) fn send_nosignal(sock: &impl AsRawFd, data: &[u8]) -> io::Result<usiz
     let n = unsafe { libc::send(sock.as_raw_fd(), data.as_ptr().cast(), data.len(), libc::MSG_NOSIGNAL) };
     if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
 }
+
+/// `dup2(2)`: make `new` a copy of `old` (without `FD_CLOEXEC`).
+pub fn dup2(old: RawFd, new: RawFd) -> io::Result<()> {
+    // SAFETY: integer arguments only; `new` is replaced atomically, as the caller intends.
+    check(unsafe { libc::dup2(old, new) }).map(drop)
+}
+
+/// `setrlimit(2)` with the same soft and hard limit.
+pub fn setrlimit(resource: libc::__rlimit_resource_t, limit: u64) -> io::Result<()> {
+    let r = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+    // SAFETY: `r` is a valid rlimit for the duration of the call.
+    check(unsafe { libc::setrlimit(resource, &r) }).map(drop)
+}
+
+/// Set `O_NONBLOCK` on `fd`.
+pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl with integer arguments on a descriptor the caller owns.
+    let flags = check(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+    // SAFETY: as above.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) }).map(drop)
+}

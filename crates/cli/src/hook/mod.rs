@@ -25,9 +25,10 @@ pub mod import;
 pub mod rewrite;
 pub mod token;
 
-use std::io::Read;
+use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
+use pinfold_sandbox::worker::{self, Ended};
 use serde_json::Value;
 
 use crate::anyhow_lite::Error;
@@ -92,6 +93,24 @@ enum Fail {
     Deny(fn(&str) -> String),
 }
 
+/// The time budget for a whole answer when `PINFOLD_HOOK_TIMEOUT_MS` does not set one: far
+/// above the few milliseconds an answer takes, well below the agents' own hook timeouts
+/// (60 s by default in Claude Code and Gemini CLI), past which they let the call through.
+pub const DEFAULT_BUDGET: Duration = Duration::from_secs(10);
+/// The largest budget `PINFOLD_HOOK_TIMEOUT_MS` may set, under those agents' timeouts.
+pub const MAX_BUDGET: Duration = Duration::from_secs(50);
+/// The worker's address-space limit: a 1 MiB input of 100,000 commands peaks near 0.6 GiB.
+const WORKER_MEMORY: u64 = 4 << 30;
+/// The largest answer the guard passes on: an answer quotes at most the input a few times.
+const MAX_ANSWER: usize = 16 << 20;
+
+/// `pinfold hook <agent>`: a guard and a worker. The guard reads the payload within the time
+/// budget and forks a worker ([`pinfold_sandbox::worker`]) that judges, records and writes
+/// the answer; the guard passes that answer on only when the worker exited as the agent's
+/// protocol expects (0, or [`FAIL`]). A worker that crashed, aborted, ran out of stack or
+/// memory, or had not answered by the deadline gets the agent's blocking answer from the
+/// guard instead: no failure of the judging code can end the hook with a status the agent
+/// reads as "go ahead".
 pub fn run(args: HookArgs) -> Result<i32, Error> {
     type Answer = fn(&[u8]) -> Result<Option<String>, Error>;
     let (agent, answer, fail): (&str, Answer, Fail) = match args.agent {
@@ -101,17 +120,86 @@ pub fn run(args: HookArgs) -> Result<i32, Error> {
         Agent::Cursor => ("cursor", cursor::answer, Fail::Deny(cursor::failure)),
         Agent::Copilot => ("copilot", copilot::answer, Fail::Deny(copilot::failure)),
     };
-    // A panic is an internal error: fail closed, not with Rust's 101.
+    // A panic is an internal error: fail closed, not with Rust's 101 (the worker inherits
+    // this hook with the fork).
     std::panic::set_hook(Box::new(move |info| {
         let msg = format!("internal error: {}", info.to_string().replace('\n', " "));
         std::process::exit(failed(fail, &msg));
     }));
-    let input = read_input();
-    let mut out = input.as_ref().map_err(Error::clone).and_then(|input| answer(input));
+    let budget = budget();
+    let deadline = Instant::now() + budget;
+    let input = match worker::read_stdin(MAX_INPUT as usize, deadline) {
+        Ok(Some(input)) => Ok(input),
+        Ok(None) => Err(Error::new(format!("hook input over {MAX_INPUT} bytes; refusing it"))),
+        Err(e) => Err(Error::new("cannot read the hook input").cause(e)),
+    };
+    let limits = worker::Limits { deadline, memory: WORKER_MEMORY, max_output: MAX_ANSWER };
+    let judged = match &input {
+        Ok(input) => worker::run(|| decide(agent, answer, fail, input), &limits),
+        Err(e) => Err(std::io::Error::other(e.one_line())),
+    };
+    let why = match judged {
+        Ok(Ended::Exited { code, output }) if code == crate::exit::OK || code == FAIL => {
+            use std::io::Write;
+            let mut o = std::io::stdout().lock();
+            if o.write_all(&output).and_then(|()| o.flush()).is_err() {
+                eprintln!("pinfold hook: cannot write the decision");
+                return Ok(FAIL);
+            }
+            return Ok(code);
+        }
+        Ok(Ended::Exited { code, .. }) => format!("the judging process exited with status {code}"),
+        Ok(Ended::Signalled { signal }) => {
+            let what = match signal {
+                libc::SIGSEGV => " (SIGSEGV: an invalid memory access or an exhausted stack)",
+                libc::SIGABRT => " (SIGABRT: an abort, or memory exhausted)",
+                libc::SIGKILL => " (SIGKILL)",
+                _ => "",
+            };
+            format!("the judging process was killed by signal {signal}{what}")
+        }
+        Ok(Ended::TimedOut) => format!(
+            "no answer within the hook's time budget of {} ms (PINFOLD_HOOK_TIMEOUT_MS)",
+            budget.as_millis()
+        ),
+        Ok(Ended::TooMuchOutput) => format!("the answer is larger than {MAX_ANSWER} bytes"),
+        Err(e) if input.is_err() => e.to_string(),
+        Err(e) => format!("cannot start the judging process: {e}"),
+    };
+    // Record the failure when the ledger can take it, in a worker of its own: whatever
+    // happens there, the answer below is the blocking one.
+    let record_limits = worker::Limits { deadline: Instant::now() + Duration::from_secs(2), ..limits };
+    let _ = worker::run(
+        || {
+            let payload: Value = input.as_deref().ok().and_then(|i| serde_json::from_slice(i).ok()).unwrap_or(Value::Null);
+            let audit = pinfold_policy::config::Audit { enabled: true, redact_env: Vec::new() };
+            match record(agent, &payload, &audit, serde_json::json!({}), None, Some(&why)) {
+                Ok(()) => 0,
+                Err(_) => 1,
+            }
+        },
+        &record_limits,
+    );
+    Ok(failed(fail, &why))
+}
+
+/// The hook's time budget: `PINFOLD_HOOK_TIMEOUT_MS` (milliseconds, up to [`MAX_BUDGET`]),
+/// else [`DEFAULT_BUDGET`].
+fn budget() -> Duration {
+    std::env::var("PINFOLD_HOOK_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&ms| ms > 0)
+        .map_or(DEFAULT_BUDGET, |ms| Duration::from_millis(ms).min(MAX_BUDGET))
+}
+
+/// The worker: answer the call, record the decision, write the answer; the exit status.
+fn decide(agent: &str, answer: fn(&[u8]) -> Result<Option<String>, Error>, fail: Fail, input: &[u8]) -> i32 {
+    let mut out = answer(input);
     // The decision goes to the ledger before the agent hears it; if it cannot, the call is
     // blocked (see record.rs). A failure is recorded too, when the ledger can take it.
     let decided = core::take_decided();
-    let payload: Value = input.as_deref().ok().and_then(|i| serde_json::from_slice(i).ok()).unwrap_or(Value::Null);
+    let payload: Value = serde_json::from_slice(input).unwrap_or(Value::Null);
     let recorded = match (&out, decided) {
         (Ok(answer), Some(d)) => record(agent, &payload, &d.audit, d.data, answer.as_deref(), None),
         (Ok(_), None) => Ok(()),
@@ -136,12 +224,12 @@ pub fn run(args: HookArgs) -> Result<i32, Error> {
             let mut o = std::io::stdout().lock();
             if writeln!(o, "{json}").and_then(|()| o.flush()).is_err() {
                 eprintln!("pinfold hook: cannot write the decision");
-                return Ok(FAIL);
+                return FAIL;
             }
-            Ok(crate::exit::OK)
+            crate::exit::OK
         }
-        Ok(None) => Ok(crate::exit::OK),
-        Err(e) => Ok(failed(fail, &e.one_line())),
+        Ok(None) => crate::exit::OK,
+        Err(e) => failed(fail, &e.one_line()),
     }
 }
 
@@ -183,18 +271,4 @@ fn failed(fail: Fail, line: &str) -> i32 {
             }
         }
     }
-}
-
-/// Standard input, at most [`MAX_INPUT`] bytes.
-fn read_input() -> Result<Vec<u8>, Error> {
-    let mut buf = Vec::new();
-    std::io::stdin()
-        .lock()
-        .take(MAX_INPUT + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| Error::new("cannot read the hook input").cause(e))?;
-    if buf.len() as u64 > MAX_INPUT {
-        return Err(Error::new(format!("hook input over {MAX_INPUT} bytes; refusing it")));
-    }
-    Ok(buf)
 }

@@ -1,0 +1,287 @@
+//! The hook never fails open: whatever happens while pinfold judges a call — a huge input, a
+//! crash, an abort, a hang — the agent gets an answer its protocol reads as a decision, never
+//! the exit status it reads as "go ahead" (Claude Code, Codex and Gemini CLI run the call on
+//! any status but 0 and 2; Cursor and Copilot CLI on any failure without a deny on stdout).
+//!
+//! Each test runs the real binary in its own temporary world. A worker is made to hang by a
+//! policy that extends a FIFO nobody writes (opening it blocks), the way a policy on a hung
+//! network file system would; the test then kills the worker from outside with a real signal.
+
+use std::fs;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_pinfold");
+const AGENTS: [&str; 5] = ["claude-code", "codex", "gemini", "cursor", "copilot"];
+
+struct World {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    proj: PathBuf,
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl World {
+    fn new() -> World {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().canonicalize().unwrap();
+        let proj = root.join("proj");
+        fs::create_dir_all(root.join("home/.config")).unwrap();
+        fs::create_dir_all(proj.join(".git/hooks")).unwrap();
+        fs::write(proj.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        World { _dir: dir, root, proj }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.args(args)
+            .current_dir(&self.proj)
+            .env("HOME", self.root.join("home"))
+            .env("XDG_CONFIG_HOME", self.root.join("home/.config"))
+            .env("XDG_STATE_HOME", self.root.join("state"))
+            .env("PINFOLD_CACHE_DIR", self.root.join("cache"))
+            .env_remove("PINFOLD_NO_CACHE")
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("CODEX_HOME")
+            .env_remove("COPILOT_HOME")
+            .env_remove("PINFOLD_HOOK_ORIGIN")
+            .env_remove("PINFOLD_HOOK_TIMEOUT_MS")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    fn finish(child: Child, stdin: Vec<u8>) -> Out {
+        let mut child = child;
+        let si = child.stdin.take();
+        let w = std::thread::spawn(move || {
+            if let Some(mut si) = si {
+                let _ = si.write_all(&stdin);
+            }
+        });
+        let o = child.wait_with_output().expect("wait");
+        let _ = w.join();
+        Out {
+            code: o.status.code().unwrap_or_else(|| panic!("killed by a signal: {:?}", o.status)),
+            stdout: String::from_utf8(o.stdout).unwrap(),
+            stderr: String::from_utf8(o.stderr).unwrap(),
+        }
+    }
+
+    fn run(&self, mut c: Command, stdin: Vec<u8>) -> Out {
+        Self::finish(c.spawn().expect("spawn"), stdin)
+    }
+
+    /// A policy whose `extends` names a FIFO: loading it blocks until the process is killed.
+    fn hanging_policy(&self) {
+        let fifo = self.proj.join("hang.toml");
+        let st = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+        assert!(st.success());
+        fs::write(self.proj.join("pinfold.toml"), "extends = [\"pinfold:recommended\", \"./hang.toml\"]\n").unwrap();
+    }
+}
+
+/// Each agent's payload for a shell command run in `cwd`.
+fn shell_payload(agent: &str, command: &str, cwd: &std::path::Path) -> Value {
+    match agent {
+        "claude-code" => json!({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": command}, "cwd": cwd}),
+        "codex" => json!({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": command}, "cwd": cwd}),
+        "gemini" => json!({"session_id": "s", "hook_event_name": "BeforeTool", "tool_name": "run_shell_command", "tool_input": {"command": command}, "cwd": cwd}),
+        "cursor" => json!({"conversation_id": "s", "hook_event_name": "beforeShellExecution", "command": command, "cwd": cwd}),
+        "copilot" => json!({"toolName": "bash", "toolArgs": json!({"command": command}).to_string(), "cwd": cwd}),
+        _ => unreachable!(),
+    }
+}
+
+/// The decision an agent reads from `o`: "allow", "ask", "deny", or "block" for a failure its
+/// protocol blocks. Panics on anything the agent would read as a non-blocking failure.
+fn decision(agent: &str, o: &Out) -> String {
+    let v = || serde_json::from_str::<Value>(&o.stdout).unwrap_or_else(|e| panic!("{agent}: stdout is not JSON ({e}): {:?} / {}", o.stdout, o.stderr));
+    match (agent, o.code) {
+        ("claude-code" | "codex" | "gemini", 2) => {
+            assert!(!o.stderr.is_empty(), "{agent}: a block says why on stderr");
+            "block".into()
+        }
+        ("claude-code" | "codex", 0) => v()["hookSpecificOutput"]["permissionDecision"].as_str().unwrap_or("none").into(),
+        ("gemini", 0) => v()["decision"].as_str().unwrap_or("none").into(),
+        ("cursor", 0) => v()["permission"].as_str().unwrap_or("none").into(),
+        ("copilot", 0) => v()["permissionDecision"].as_str().unwrap_or("none").into(),
+        (_, code) => panic!("{agent}: exit {code} is a non-blocking hook failure: the call would run unguarded\nstderr: {}", o.stderr),
+    }
+}
+
+/// What blocks in `agent`'s protocol.
+fn blocks(agent: &str, d: &str) -> bool {
+    match agent {
+        "claude-code" | "codex" | "gemini" => d == "block" || d == "deny",
+        _ => d == "deny",
+    }
+}
+
+// -------------------------------------------------------------------------------------------
+// Item 1: a command of tens of thousands of arguments
+// -------------------------------------------------------------------------------------------
+
+#[test]
+fn a_command_of_tens_of_thousands_of_arguments_is_judged_at_every_entry_point() {
+    let w = World::new();
+    let long_rm = format!("rm -rf ~ {}", "-f ".repeat(30_000).trim_end());
+    let long_echo = format!("echo {}", "a ".repeat(30_000).trim_end());
+
+    let o = w.run(w.command(&["check", "--", &long_rm]), Vec::new());
+    assert_eq!(o.code, 11, "check: deny\n{}", o.stderr);
+    let o = w.run(w.command(&["check", "--", &long_echo]), Vec::new());
+    assert_eq!(o.code, 0, "check: allow\n{}", o.stderr);
+    let o = w.run(w.command(&["check"]), long_rm.clone().into_bytes());
+    assert_eq!(o.code, 11, "check from stdin: deny\n{}", o.stderr);
+    let o = w.run(w.command(&["exec", "--", &long_rm]), Vec::new());
+    assert_eq!(o.code, 126, "exec: denied, nothing run\n{}", o.stderr);
+
+    for agent in AGENTS {
+        let payload = shell_payload(agent, &long_rm, &w.proj);
+        let o = w.run(w.command(&["hook", agent]), payload.to_string().into_bytes());
+        let d = decision(agent, &o);
+        assert_eq!(d, "deny", "{agent}: {}", o.stderr);
+    }
+}
+
+// -------------------------------------------------------------------------------------------
+// Item 2: many commands in one call
+// -------------------------------------------------------------------------------------------
+
+/// 100,000 lines of `true` (600 KB of JSON) took 110 s when the rewrite compared every pair
+/// of commands; the answer now comes within the hook's budget (the largest one, for debug
+/// builds) and runs the input as one sandboxed command.
+#[test]
+fn a_hundred_thousand_commands_get_an_answer_in_time() {
+    let w = World::new();
+    let text = "true\n".repeat(100_000);
+    let payload = shell_payload("claude-code", &text, &w.proj);
+    let mut c = w.command(&["hook", "claude-code"]);
+    c.env("PINFOLD_HOOK_TIMEOUT_MS", "50000");
+    let o = w.run(c, payload.to_string().into_bytes());
+    assert_eq!(decision("claude-code", &o), "allow", "{}", o.stderr);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let rewritten = v["hookSpecificOutput"]["updatedInput"]["command"].as_str().unwrap();
+    assert_eq!(rewritten.matches(" exec --sandbox ").count(), 1, "runs as one sandboxed command");
+    let reason = v["hookSpecificOutput"]["permissionDecisionReason"].as_str().unwrap();
+    assert!(reason.contains("more than pinfold sandboxes one by one"), "{reason}");
+}
+
+// -------------------------------------------------------------------------------------------
+// Item 5: a worker that dies or hangs
+// -------------------------------------------------------------------------------------------
+
+/// The worker the hook forked, once it exists.
+fn worker_of(hook: u32) -> u32 {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let children = fs::read_to_string(format!("/proc/{hook}/task/{hook}/children")).unwrap_or_default();
+        if let Some(pid) = children.split_whitespace().next() {
+            return pid.parse().unwrap();
+        }
+        assert!(Instant::now() < until, "the hook started no worker");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Wait until `pid` is blocked opening the FIFO (in `openat`, system call 257 on x86-64), so
+/// that the kill hits it mid-judgement.
+fn wait_blocked(pid: u32) {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let syscall = fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+        if syscall.split_whitespace().next() == Some("257") {
+            return;
+        }
+        assert!(Instant::now() < until, "the worker never blocked opening the FIFO (syscall {syscall:?})");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_worker_killed_by_any_signal_gets_the_blocking_answer() {
+    let w = World::new();
+    w.hanging_policy();
+    for agent in AGENTS {
+        for (signal, name) in [(libc::SIGSEGV, "SEGV"), (libc::SIGABRT, "ABRT"), (libc::SIGKILL, "KILL"), (libc::SIGBUS, "BUS")] {
+            let payload = shell_payload(agent, "ls", &w.proj);
+            let mut h = w.command(&["hook", agent]).spawn().expect("spawn");
+            let hook_pid = h.id();
+            // Send the payload and close stdin, then find the worker and kill it.
+            h.stdin.take().unwrap().write_all(payload.to_string().as_bytes()).unwrap();
+            let worker = worker_of(hook_pid);
+            wait_blocked(worker);
+            let st = Command::new("kill").args([&format!("-{name}"), &worker.to_string()]).status().unwrap();
+            assert!(st.success());
+            let o = World::finish(h, Vec::new());
+            let d = decision(agent, &o);
+            assert!(blocks(agent, &d), "{agent} SIG{name}: {d}");
+            assert!(o.stderr.contains(&format!("killed by signal {signal}")), "{agent} SIG{name}: {}", o.stderr);
+        }
+    }
+}
+
+#[test]
+fn a_worker_that_hangs_gets_the_blocking_answer_at_the_deadline() {
+    let w = World::new();
+    w.hanging_policy();
+    for agent in AGENTS {
+        let payload = shell_payload(agent, "ls", &w.proj);
+        let mut c = w.command(&["hook", agent]);
+        c.env("PINFOLD_HOOK_TIMEOUT_MS", "700");
+        let t = Instant::now();
+        let o = w.run(c, payload.to_string().into_bytes());
+        let took = t.elapsed();
+        let d = decision(agent, &o);
+        assert!(blocks(agent, &d), "{agent}: {d}");
+        assert!(o.stderr.contains("time budget of 700 ms"), "{agent}: {}", o.stderr);
+        assert!(took >= Duration::from_millis(700) && took < Duration::from_secs(10), "{agent}: {took:?}");
+    }
+}
+
+/// An agent that never closes the hook's standard input gets an answer at the deadline too.
+#[test]
+fn input_that_never_ends_gets_the_blocking_answer_at_the_deadline() {
+    let w = World::new();
+    for agent in AGENTS {
+        let mut c = w.command(&["hook", agent]);
+        c.env("PINFOLD_HOOK_TIMEOUT_MS", "500");
+        let mut child = c.spawn().expect("spawn");
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"{\"tool_name\": \"Bash\", ").unwrap();
+        let o = child.wait_with_output().expect("wait");
+        drop(stdin);
+        let o = Out { code: o.status.code().expect("an exit code"), stdout: String::from_utf8(o.stdout).unwrap(), stderr: String::from_utf8(o.stderr).unwrap() };
+        let d = decision(agent, &o);
+        assert!(blocks(agent, &d), "{agent}: {d}");
+        assert!(o.stderr.contains("cannot read the hook input"), "{agent}: {}", o.stderr);
+    }
+}
+
+/// The failure is in the ledger, recorded by the guard after the worker died.
+#[test]
+fn a_killed_worker_is_recorded() {
+    let w = World::new();
+    w.hanging_policy();
+    let payload = shell_payload("claude-code", "ls", &w.proj);
+    let mut c = w.command(&["hook", "claude-code"]);
+    c.env("PINFOLD_HOOK_TIMEOUT_MS", "500");
+    let o = w.run(c, payload.to_string().into_bytes());
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    let o = w.run(w.command(&["audit", "show", "--json"]), Vec::new());
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let last = o.stdout.lines().filter(|l| l.contains("\"hook\"")).last().expect("a hook record");
+    assert!(last.contains("time budget of 500 ms"), "{last}");
+    assert!(last.contains("\"decision\":\"deny\""), "{last}");
+}
