@@ -920,6 +920,14 @@ fn doctor_reports_each_agents_hook() {
         ["guarded", "fails-open", "blocked", "unguarded", "not-installed", "not-in-use"]
     );
     assert_eq!(v["hooks_ok"], false);
+    // A settings file with comments (Copilot's may have them) that mentions pinfold: doctor
+    // cannot read its entries and says so rather than "not installed".
+    fs::write(w.home.join(".copilot/settings.json"), "{\n  // pinfold's hook\n  \"hooks\": {}\n}\n").unwrap();
+    let j = w.run_bin(&bin, &["doctor", "--json"]);
+    let v: Value = serde_json::from_str(&j.stdout).unwrap();
+    let row = v["hooks"].as_array().unwrap().iter().find(|h| h["agent"] == "copilot" && h["scope"] == "user").unwrap().clone();
+    assert_eq!(row["state"], "unverified", "{row}");
+    assert!(row["detail"].as_str().unwrap().contains("is not strict JSON"), "{row}");
 }
 
 

@@ -473,13 +473,25 @@ pub fn doctor_rows(cwd: &Path) -> Vec<HookRow> {
             .into_iter()
             .filter_map(|(s, b)| b.map(|b| (s, b)))
             .collect();
-        let mut found: Vec<(Scope, Vec<HookRow>, bool)> = Vec::new();
+        let mut found: Vec<(Scope, Vec<HookRow>, PathBuf)> = Vec::new();
         for (scope, base) in scopes {
-            let in_use = agent.marker(base, scope).is_dir();
+            let marker = agent.marker(base, scope);
             let mut here = Vec::new();
             let file = agent.file(base, scope);
-            for (event, command) in installed_commands(&file, agent) {
-                here.push(row(agent, scope, &file, &event, &command));
+            match installed_commands(&file, agent) {
+                Ok(commands) => here.extend(commands.iter().map(|(event, command)| row(agent, scope, &file, event, command))),
+                Err(why) => here.push(HookRow {
+                    agent: agent.name(),
+                    scope: scope_name(scope),
+                    state: "unverified",
+                    file: Some(file.clone()),
+                    event: None,
+                    command: None,
+                    binary: None,
+                    detail: format!("{why}; it mentions pinfold, so check its hook entries by hand"),
+                    fix: Some("make the file strict JSON, then run pinfold doctor again".into()),
+                    problem: true,
+                }),
             }
             if agent == AgentName::Codex {
                 let toml = file.with_file_name("config.toml");
@@ -489,16 +501,16 @@ pub fn doctor_rows(cwd: &Path) -> Vec<HookRow> {
                     }
                 }
             }
-            found.push((scope, here, in_use));
+            found.push((scope, here, marker));
         }
         let installed_somewhere = found.iter().any(|(_, h, _)| !h.is_empty());
-        for (scope, here, in_use) in found {
+        for (scope, here, marker) in found {
             let scope_name = scope_name(scope);
             if !here.is_empty() {
                 rows.extend(here);
             } else {
-                let (state, detail, problem) = match (in_use, installed_somewhere) {
-                    (true, false) => ("not-installed", format!("{} exists and has no pinfold hook: its calls run unguarded", agent.marker(if scope == Scope::Project { &project } else { home.as_ref().unwrap_or(&project) }, scope).display()), true),
+                let (state, detail, problem) = match (marker.is_dir(), installed_somewhere) {
+                    (true, false) => ("not-installed", format!("{} exists and has no pinfold hook: its calls run unguarded", marker.display()), true),
                     (true, true) => ("not-installed", "no pinfold hook in this scope (there is one in the other)".to_string(), false),
                     (false, _) => ("not-in-use", "no settings directory".to_string(), false),
                 };
@@ -533,10 +545,16 @@ fn init_fix(agent: AgentName, scope: Scope) -> String {
 }
 
 /// The (event, command) of every pinfold entry for `agent` in the JSON settings `file`, under
-/// any event (a hand-made entry may sit elsewhere than where `init` puts it).
-fn installed_commands(file: &Path, agent: AgentName) -> Vec<(String, String)> {
-    let Some(root) = std::fs::read_to_string(file).ok().and_then(|t| parse(&t).ok()) else { return Vec::new() };
-    let Some(Json::Obj(events)) = root.get("hooks") else { return Vec::new() };
+/// any event (a hand-made entry may sit elsewhere than where `init` puts it). `Err` when the
+/// file mentions pinfold but is not strict JSON (Copilot's settings.json may hold comments).
+fn installed_commands(file: &Path, agent: AgentName) -> Result<Vec<(String, String)>, String> {
+    let Ok(text) = std::fs::read_to_string(file) else { return Ok(Vec::new()) };
+    let root = match parse(&text) {
+        Ok(root) => root,
+        Err(e) if text.contains("pinfold") => return Err(format!("{} is not strict JSON ({e})", file.display())),
+        Err(_) => return Ok(Vec::new()),
+    };
+    let Some(Json::Obj(events)) = root.get("hooks") else { return Ok(Vec::new()) };
     let mut out = Vec::new();
     for (event, groups) in events {
         let Json::Arr(groups) = groups else { continue };
@@ -556,7 +574,7 @@ fn installed_commands(file: &Path, agent: AgentName) -> Vec<(String, String)> {
             }
         }
     }
-    out
+    Ok(out)
 }
 
 fn row(agent: AgentName, scope: Scope, file: &Path, event: &str, command: &str) -> HookRow {
