@@ -468,11 +468,16 @@ fn sandbox_error(e: SandboxError) -> Error {
 pub fn doctor(args: DoctorArgs) -> Result<i32, Error> {
     let a = pinfold_sandbox::probe();
     let problems = a.problems();
+    let cwd = std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?;
+    let hooks = crate::hook::init::doctor_rows(&cwd);
+    let hooks_ok = !hooks.iter().any(|h| h.problem);
     if args.json {
         let out = serde_json::json!({
             "supported": a.supported(),
             "availability": a,
             "problems": problems.iter().map(|(layer, why, fix)| serde_json::json!({"layer": layer, "why": why, "fix": fix})).collect::<Vec<_>>(),
+            "hooks": hooks,
+            "hooks_ok": hooks_ok,
         });
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON values serialise"));
     } else {
@@ -488,8 +493,26 @@ pub fn doctor(args: DoctorArgs) -> Result<i32, Error> {
                 println!("missing: {layer}: {why}\n  fix: {fix}");
             }
         }
+        println!("\nagent hooks:");
+        for h in &hooks {
+            let state = if h.problem { h.state.to_uppercase() } else { h.state.to_string() };
+            let at = match (&h.file, &h.event) {
+                (Some(f), Some(e)) => format!("{} ({e}): ", f.display()),
+                _ => String::new(),
+            };
+            println!("  {:<12} {:<8} {state}: {at}{}", h.agent, h.scope, h.detail);
+            if let Some(fix) = &h.fix {
+                println!("  {:<12} {:<8} fix: {fix}", "", "");
+            }
+        }
+        if hooks_ok {
+            println!("\nevery installed hook guards its agent and fails closed.");
+        } else {
+            let bad: Vec<String> = hooks.iter().filter(|h| h.problem).map(|h| format!("{} ({})", h.agent, h.scope)).collect();
+            println!("\nnot guarded as they should be: {}", bad.join(", "));
+        }
     }
-    Ok(if a.supported() { exit::OK } else { exit::TEST_FAILED })
+    Ok(if a.supported() && hooks_ok { exit::OK } else { exit::TEST_FAILED })
 }
 
 /// Shell builtins and keywords: text naming one of these needs the shell. `true` and `false`

@@ -63,8 +63,9 @@ enum Command {
     /// kernel cannot enforce that, nothing runs.
     #[command(after_help = exit::EXEC)]
     Exec(exec::ExecArgs),
-    /// Report what this machine's kernel can enforce, and what to change if it cannot.
-    #[command(after_help = "Exit status: 0 every layer is available, 1 a layer is missing.")]
+    /// Report what this machine's kernel can enforce, and which agents' hooks guard them
+    /// (installed, runnable, failing closed), and what to change where not.
+    #[command(after_help = "Exit status: 0 every layer is available and every agent in use is guarded, 1 a layer is missing or an agent is not guarded (see `agent hooks`).")]
     Doctor(exec::DoctorArgs),
     /// Inspect the configuration format.
     #[command(subcommand)]

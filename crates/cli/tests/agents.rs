@@ -90,7 +90,7 @@ impl World {
 
     fn redact(&self, s: &str) -> String {
         let quoted = format!("'{BIN}'");
-        let s = s.replace(&quoted, "pinfold").replace(BIN, "pinfold").replace(self.root.to_str().unwrap(), "[TMP]");
+        let s = s.replace(&quoted, "pinfold").replace(BIN, "pinfold").replace(&target_dir(), "[TARGET]").replace(self.root.to_str().unwrap(), "[TMP]");
         let mut out = String::new();
         let mut rest = s.as_str();
         while let Some(i) = rest.find("PINFOLD_HOOK_ORIGIN=") {
@@ -124,6 +124,12 @@ impl World {
         }
         s
     }
+}
+
+/// The cargo target directory the binary under test was built in.
+fn target_dir() -> String {
+    let bin = std::path::Path::new(BIN);
+    bin.ancestors().find(|d| d.join("CACHEDIR.TAG").is_file()).unwrap_or(bin).to_str().unwrap().to_string()
 }
 
 /// A policy where `wc` runs sandboxed, `cat`/`echo` unsandboxed, `git push` asks.
@@ -525,7 +531,7 @@ fn init_every_agent_project_scope_idempotent() {
     );
     let mut s = String::new();
     for agent in ["claude-code", "codex", "gemini", "cursor", "copilot"] {
-        let o = w.run(&["init", "--agent", agent], b"");
+        let o = w.run(&["init", "--allow-build-path", "--agent", agent], b"");
         assert_eq!(o.code, 0, "{agent}: {}", o.stderr);
         s.push_str(&format!("=== {agent}\n{}", w.redact(&o.stdout)));
     }
@@ -533,7 +539,7 @@ fn init_every_agent_project_scope_idempotent() {
     let before: Vec<String> = files.iter().map(|f| fs::read_to_string(w.proj.join(f)).unwrap()).collect();
     // Twice: nothing changes.
     for agent in ["claude-code", "codex", "gemini", "cursor", "copilot"] {
-        let o = w.run(&["init", "--agent", agent], b"");
+        let o = w.run(&["init", "--allow-build-path", "--agent", agent], b"");
         assert!(o.stdout.contains("already installed"), "{agent}: {}", o.stdout);
     }
     let after: Vec<String> = files.iter().map(|f| fs::read_to_string(w.proj.join(f)).unwrap()).collect();
@@ -551,12 +557,13 @@ fn init_updates_a_moved_binary_in_place() {
         ".codex/hooks.json",
         r#"{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "/old/bin/pinfold hook codex"}]}]}}"#,
     );
-    let o = w.run(&["init", "--agent", "codex"], b"");
+    let o = w.run(&["init", "--allow-build-path", "--agent", "codex"], b"");
     assert_eq!(o.code, 0, "{}", o.stderr);
     let v: Value = serde_json::from_str(&fs::read_to_string(w.proj.join(".codex/hooks.json")).unwrap()).unwrap();
     let groups = v["hooks"]["PreToolUse"].as_array().unwrap();
     assert_eq!(groups.len(), 1, "{v}");
-    assert_eq!(w.redact(groups[0]["hooks"][0]["command"].as_str().unwrap()), "pinfold hook codex");
+    let command = w.redact(groups[0]["hooks"][0]["command"].as_str().unwrap());
+    assert!(command.starts_with("/bin/sh -c 's=0; \"$1\" hook codex ||") && command.ends_with(" pinfold-hook pinfold"), "{command}");
 }
 
 /// Codex reads hooks from `hooks.json` and from inline `[hooks]` tables of the `config.toml` in
@@ -568,7 +575,7 @@ fn init_codex_with_inline_hooks_in_config_toml() {
     let w = World::new();
     let toml = "[features]\nhooks = true\n\n[[hooks.PreToolUse]]\nmatcher = \"Bash\"\n\n[[hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = \"'/old/bin/pinfold' hook codex\"\n";
     w.put(".codex/config.toml", toml);
-    let o = w.run(&["init", "--agent", "codex"], b"");
+    let o = w.run(&["init", "--allow-build-path", "--agent", "codex"], b"");
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(!w.proj.join(".codex/hooks.json").exists(), "hooks.json written although config.toml runs pinfold");
     assert_eq!(fs::read_to_string(w.proj.join(".codex/config.toml")).unwrap(), toml);
@@ -578,7 +585,7 @@ fn init_codex_with_inline_hooks_in_config_toml() {
     let w = World::new();
     let toml = "# my hooks\n[[hooks.Stop]]\n[[hooks.Stop.hooks]]\ntype = \"command\"\ncommand = \"./notify.sh\"\n\n[hooks.state.\"x:stop:0:0\"]\nenabled = true\n";
     w.put(".codex/config.toml", toml);
-    let o = w.run(&["init", "--agent", "codex"], b"");
+    let o = w.run(&["init", "--allow-build-path", "--agent", "codex"], b"");
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(w.proj.join(".codex/hooks.json").exists());
     assert_eq!(fs::read_to_string(w.proj.join(".codex/config.toml")).unwrap(), toml);
@@ -587,9 +594,9 @@ fn init_codex_with_inline_hooks_in_config_toml() {
     // Only Codex's own hook state and the feature flag: no inline hooks, no note.
     let w = World::new();
     w.put(".codex/config.toml", "[features]\nhooks = true\n\n[hooks.state.\"x:pre_tool_use:0:0\"]\ntrusted_hash = \"ab12\"\n");
-    let o = w.run(&["init", "--agent", "codex"], b"");
+    let o = w.run(&["init", "--allow-build-path", "--agent", "codex"], b"");
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(o.stderr.is_empty(), "{}", o.stderr);
+    assert!(o.stderr.lines().all(|l| l.starts_with("pinfold init: WARNING: ")), "{}", o.stderr);
     assert!(w.proj.join(".codex/hooks.json").exists());
     s.push_str(&format!("=== hook state only\n{}\n", w.show(&o)));
     assert_snapshot!(s);
@@ -600,25 +607,329 @@ fn init_refuses_invalid_json_and_detects_agents() {
     let w = World::new();
     let text = "{\n  // a comment\n  \"model\": \"x\"\n}\n";
     w.put(".gemini/settings.json", text);
-    let o = w.run(&["init", "--agent", "gemini"], b"");
+    let o = w.run(&["init", "--allow-build-path", "--agent", "gemini"], b"");
     assert_eq!(o.code, 2);
     assert_eq!(fs::read_to_string(w.proj.join(".gemini/settings.json")).unwrap(), text, "the file was changed");
     let mut s = format!("=== invalid JSON\n{}\n", w.show(&o));
     // Nothing to detect in a bare project.
     let bare = World::new();
-    s.push_str(&format!("=== nothing detected\n{}\n", bare.show(&bare.run(&["init"], b""))));
+    s.push_str(&format!("=== nothing detected\n{}\n", bare.show(&bare.run(&["init", "--allow-build-path"], b""))));
     // Detection installs for the agents whose directories exist, in the user scope too.
     let w = World::new();
     fs::create_dir_all(w.proj.join(".claude")).unwrap();
     fs::create_dir_all(w.proj.join(".cursor")).unwrap();
-    s.push_str(&format!("=== detected in the project\n{}\n", w.show(&w.run(&["init"], b""))));
+    s.push_str(&format!("=== detected in the project\n{}\n", w.show(&w.run(&["init", "--allow-build-path"], b""))));
     fs::create_dir_all(w.home.join(".codex")).unwrap();
     fs::create_dir_all(w.home.join(".copilot")).unwrap();
-    s.push_str(&format!("=== detected for the user\n{}\n", w.show(&w.run(&["init", "--scope", "user"], b""))));
+    s.push_str(&format!("=== detected for the user\n{}\n", w.show(&w.run(&["init", "--allow-build-path", "--scope", "user"], b""))));
     let copilot = fs::read_to_string(w.home.join(".copilot/settings.json")).unwrap();
     s.push_str(&format!("=== ~/.copilot/settings.json\n{}", w.redact(&copilot)));
     assert_snapshot!(s);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The installed command line fails closed (issue 14)
+// ---------------------------------------------------------------------------------------------
+
+const AGENTS: [&str; 5] = ["claude-code", "codex", "gemini", "cursor", "copilot"];
+
+/// Where each agent's project settings file keeps pinfold's command.
+fn installed_command(w: &World, agent: &str) -> String {
+    let (file, event, key) = match agent {
+        "claude-code" => (".claude/settings.json", "PreToolUse", "command"),
+        "codex" => (".codex/hooks.json", "PreToolUse", "command"),
+        "gemini" => (".gemini/settings.json", "BeforeTool", "command"),
+        "cursor" => (".cursor/hooks.json", "preToolUse", "command"),
+        _ => (".github/hooks/pinfold.json", "preToolUse", "bash"),
+    };
+    let v: Value = serde_json::from_str(&fs::read_to_string(w.proj.join(file)).unwrap()).unwrap();
+    let group = &v["hooks"][event][0];
+    let entry = if group["hooks"].is_array() { &group["hooks"][0] } else { group };
+    entry[key].as_str().unwrap_or_else(|| panic!("{agent}: no command in {v}")).to_string()
+}
+
+/// A payload asking to run `command` in the project, as each agent sends it.
+fn shell_call(w: &World, agent: &str, command: &str) -> Value {
+    match agent {
+        "claude-code" => json!({
+            "session_id": "s1", "transcript_path": w.home.join("t.jsonl"), "cwd": w.proj,
+            "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": command}
+        }),
+        "codex" => codex(w, "Bash", json!({"command": command})),
+        "gemini" => gemini(w, "run_shell_command", json!({"command": command})),
+        "cursor" => cursor(w, "preToolUse", json!({"tool_name": "Shell", "tool_input": {"command": command, "cwd": w.proj}, "tool_use_id": "t1", "cwd": w.proj})),
+        _ => copilot(w, "bash", json!({"command": command})),
+    }
+}
+
+/// What the agent makes of a hook's exit status and stdout (docs/hooks.md): `block` (with
+/// the decision that blocks), `allow`, or `runs unguarded` for an answer it does not read as
+/// a block or a decision (Claude Code, Codex, Gemini CLI: any status but 0 and 2; Copilot
+/// CLI: a non-zero status).
+fn agent_reads(agent: &str, o: &Out) -> String {
+    let decision = |v: &Value| -> Option<String> {
+        let d = match agent {
+            "claude-code" | "codex" => &v["hookSpecificOutput"]["permissionDecision"],
+            "gemini" => &v["decision"],
+            "cursor" => &v["permission"],
+            _ => &v["permissionDecision"],
+        };
+        d.as_str().map(str::to_string)
+    };
+    match (agent, o.code) {
+        ("claude-code" | "codex" | "gemini", 2) if !o.stderr.trim().is_empty() => "block (exit 2)".into(),
+        ("claude-code" | "codex" | "gemini", 0) | ("cursor" | "copilot", 0) => {
+            match serde_json::from_str::<Value>(o.stdout.trim()).ok().as_ref().and_then(decision) {
+                Some(d) if d == "deny" => "block (deny on stdout)".into(),
+                Some(d) => d,
+                None => format!("no decision in {:?}", o.stdout),
+            }
+        }
+        _ => format!("runs unguarded (exit {})", o.code),
+    }
+}
+
+impl World {
+    /// `bin ARGS` in the world (init with another binary than the build's).
+    fn run_bin(&self, bin: &std::path::Path, args: &[&str]) -> Out {
+        let mut c = Command::new(bin);
+        c.args(args);
+        self.spawn(c, b"")
+    }
+
+    /// `bin hook AGENT` with the call on stdin.
+    fn hook_with(&self, bin: &std::path::Path, agent: &str, payload: &Value) -> Out {
+        let mut c = Command::new(bin);
+        c.args(["hook", agent]);
+        self.spawn(c, payload.to_string().as_bytes())
+    }
+
+    /// The installed command line run as the agent runs it: `SHELL -c LINE`, the call on stdin.
+    fn as_agent(&self, shell: &str, line: &str, payload: &Value) -> Out {
+        let mut c = Command::new(shell);
+        c.args(["-c", line]);
+        self.spawn(c, payload.to_string().as_bytes())
+    }
+}
+
+/// A copy of pinfold outside the build directory, in a directory whose name has a space, both
+/// quotes and a backslash, so that it can be deleted and replaced.
+fn pinfold_copy(w: &World) -> PathBuf {
+    let dir = w.root.join("opt dir/it's \"x\" a\\b");
+    fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join("pinfold");
+    fs::copy(BIN, &bin).unwrap();
+    bin
+}
+
+fn put_script(path: &std::path::Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = fs::remove_file(path);
+    fs::write(path, body).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn installed_hook_fails_closed_when_pinfold_cannot_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    policy(&w);
+    let bin = pinfold_copy(&w);
+    for agent in AGENTS {
+        let o = w.run_bin(&bin, &["init", "--agent", agent]);
+        assert_eq!(o.code, 0, "{agent}: {}", o.stderr);
+        assert!(o.stderr.is_empty(), "{agent}: a copy outside the build directory installs without warning: {}", o.stderr);
+    }
+    let lines: Vec<(&str, String)> = AGENTS.iter().map(|a| (*a, installed_command(&w, a))).collect();
+
+    // The real binary: the agent reads exactly what `pinfold hook AGENT` answers, through sh
+    // and bash, for an allowed and a denied command and for input pinfold refuses.
+    for (agent, line) in &lines {
+        for shell in ["sh", "bash"] {
+            for command in ["echo hi", "rm -rf build"] {
+                let payload = shell_call(&w, agent, command);
+                let direct = w.hook_with(&bin, agent, &payload);
+                let wrapped = w.as_agent(shell, line, &payload);
+                assert_eq!((wrapped.code, w.redact(&wrapped.stdout)), (direct.code, w.redact(&direct.stdout)), "{agent} via {shell}: {command}\n{}", wrapped.stderr);
+                let want = if command == "echo hi" { "allow" } else { "block (deny on stdout)" };
+                assert_eq!(agent_reads(agent, &wrapped), want, "{agent} via {shell}: {command}");
+            }
+            let garbage = json!("not a tool call");
+            let direct = w.hook_with(&bin, agent, &garbage);
+            let wrapped = w.as_agent(shell, line, &garbage);
+            assert_eq!((wrapped.code, wrapped.stdout.clone(), wrapped.stderr.clone()), (direct.code, direct.stdout, direct.stderr), "{agent} via {shell}: pinfold's own refusal passes through");
+            assert!(agent_reads(agent, &wrapped).starts_with("block"), "{agent}: {}", agent_reads(agent, &wrapped));
+        }
+    }
+
+    // pinfold cannot run, or does not finish: every agent blocks the call.
+    type Breakage<'a> = (&'a str, Box<dyn Fn() + 'a>, &'a str);
+    let breakages: Vec<Breakage> = vec![
+        ("binary removed", Box::new(|| fs::remove_file(&bin).unwrap()), "127"),
+        (
+            "binary not executable",
+            Box::new(|| {
+                fs::copy(BIN, &bin).unwrap();
+                fs::set_permissions(&bin, fs::Permissions::from_mode(0o644)).unwrap();
+            }),
+            "126",
+        ),
+        ("binary killed by SIGSEGV", Box::new(|| put_script(&bin, "#!/bin/sh\nkill -SEGV $$\n")), "139"),
+        (
+            "killed halfway through an allow",
+            Box::new(|| {
+                put_script(&bin, "#!/bin/sh\nprintf '{\"permission\":\"allow\",\"permissionDecision\":\"allow\"'\nkill -KILL $$\n")
+            }),
+            "137",
+        ),
+        ("exits 1 (a non-blocking error)", Box::new(|| put_script(&bin, "#!/bin/sh\nexit 1\n")), "1"),
+    ];
+    for (what, breakage, status) in &breakages {
+        breakage();
+        for (agent, line) in &lines {
+            for shell in ["sh", "bash"] {
+                let o = w.as_agent(shell, line, &shell_call(&w, agent, "echo hi"));
+                let read = agent_reads(agent, &o);
+                let ctx = format!("{agent} via {shell}, {what}: exit {}\n--- stdout\n{}\n--- stderr\n{}", o.code, o.stdout, o.stderr);
+                match *agent {
+                    "claude-code" | "codex" | "gemini" => {
+                        assert_eq!(read, "block (exit 2)", "{ctx}");
+                        assert!(o.stderr.contains(&format!("did not answer (exit status {status}), so the call is blocked")), "{ctx}");
+                    }
+                    _ => {
+                        assert_eq!(read, "block (deny on stdout)", "{ctx}");
+                        // Exactly one JSON document: nothing of a half-written answer.
+                        let v: Value = serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{e}: {ctx}"));
+                        assert!(v.to_string().contains(&format!("exit status {status})")), "{ctx}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Commands in the bare form of earlier releases are pinfold's: `init` rewrites them in place
+/// (no second entry), once; `doctor` reports them as failing open until then.
+#[test]
+fn init_upgrades_bare_commands_in_place() {
+    let w = World::new();
+    let bin = pinfold_copy(&w);
+    let bare = |agent: &str| format!("{} hook {agent}", shell_quote(bin.to_str().unwrap()));
+    w.put(".claude/settings.json", &json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": bare("claude-code")}]}]}}).to_string());
+    w.put(".codex/hooks.json", &json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": bare("codex")}]}]}}).to_string());
+    w.put(".gemini/settings.json", &json!({"hooks": {"BeforeTool": [{"matcher": "run_shell_command", "hooks": [{"name": "pinfold", "type": "command", "command": bare("gemini")}]}]}}).to_string());
+    w.put(
+        ".cursor/hooks.json",
+        &json!({"version": 1, "hooks": {"preToolUse": [{"command": bare("cursor")}], "beforeReadFile": [{"command": bare("cursor")}], "beforeShellExecution": [{"command": bare("cursor")}]}}).to_string(),
+    );
+    w.put(".github/hooks/pinfold.json", &json!({"version": 1, "hooks": {"preToolUse": [{"type": "command", "bash": bare("copilot"), "timeoutSec": 30}]}}).to_string());
+    // What the bare form does once the binary is gone: the agents run the call.
+    fs::rename(&bin, bin.with_extension("away")).unwrap();
+    for agent in AGENTS {
+        let o = w.as_agent("sh", &installed_command(&w, agent), &shell_call(&w, agent, "echo hi"));
+        assert_eq!(agent_reads(agent, &o), "runs unguarded (exit 127)", "{agent}");
+    }
+    let doctor = w.run_bin(&bin.with_extension("away"), &["doctor", "--json"]);
+    let v: Value = serde_json::from_str(&doctor.stdout).unwrap();
+    assert_eq!(doctor.code, 1);
+    for agent in AGENTS {
+        let row = v["hooks"].as_array().unwrap().iter().find(|h| h["agent"] == agent && h["scope"] == "project").unwrap();
+        assert_eq!(row["state"], "unguarded", "{agent}: {row}");
+    }
+    fs::rename(bin.with_extension("away"), &bin).unwrap();
+    for agent in AGENTS {
+        let o = w.run_bin(&bin, &["init", "--agent", agent]);
+        assert_eq!(o.code, 0, "{agent}: {}", o.stderr);
+        assert!(o.stdout.contains(": installed in"), "{agent}: {}", o.stdout);
+        let line = installed_command(&w, agent);
+        assert!(line.starts_with("/bin/sh -c "), "{agent}: {line}");
+        let o = w.run_bin(&bin, &["init", "--agent", agent]);
+        assert!(o.stdout.contains("already installed"), "{agent}: {}", o.stdout);
+    }
+    // One entry each; Cursor's three events all upgraded (beforeShellExecution, where init
+    // installs nothing, too).
+    let cursor: Value = serde_json::from_str(&fs::read_to_string(w.proj.join(".cursor/hooks.json")).unwrap()).unwrap();
+    for ev in ["preToolUse", "beforeReadFile", "beforeShellExecution"] {
+        let list = cursor["hooks"][ev].as_array().unwrap();
+        assert_eq!(list.len(), 1, "{cursor}");
+        assert!(list[0]["command"].as_str().unwrap().starts_with("/bin/sh -c "), "{cursor}");
+    }
+    let claude: Value = serde_json::from_str(&fs::read_to_string(w.proj.join(".claude/settings.json")).unwrap()).unwrap();
+    assert_eq!(claude["hooks"]["PreToolUse"].as_array().unwrap().len(), 1, "{claude}");
+    let doctor = w.run_bin(&bin, &["doctor", "--json"]);
+    let v: Value = serde_json::from_str(&doctor.stdout).unwrap();
+    assert_eq!(v["hooks_ok"], true, "{}", doctor.stdout);
+    assert_eq!(doctor.code, if v["supported"] == true { 0 } else { 1 });
+}
+
+/// `init` run from a build directory refuses, and installs only with --allow-build-path, with
+/// a warning.
+#[test]
+fn init_refuses_a_build_directory() {
+    let w = World::new();
+    let o = w.run(&["init", "--agent", "claude-code"], b"");
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(!w.proj.join(".claude/settings.json").exists());
+    let mut s = format!("=== refused\n{}\n", w.show(&o));
+    let o = w.run(&["init", "--agent", "claude-code", "--allow-build-path"], b"");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(w.proj.join(".claude/settings.json").exists());
+    s.push_str(&format!("=== --allow-build-path\n{}", w.show(&o)));
+    assert_snapshot!(s);
+}
+
+/// `pinfold doctor` lists every agent in both scopes: guarded, blocked (binary gone, wrapper
+/// refuses), unguarded (bare form, binary gone), fails-open (bare form, binary there),
+/// not-installed (the agent's directory exists, no hook anywhere), not-in-use.
+#[test]
+fn doctor_reports_each_agents_hook() {
+    let w = World::new();
+    let bin = pinfold_copy(&w);
+    let gone = w.root.join("gone/pinfold");
+    let wrapped = |agent: &str, exe: &std::path::Path| {
+        // The line `init` writes when run as `exe`, taken from a scratch install.
+        let scratch = World::new();
+        if exe != bin {
+            fs::create_dir_all(exe.parent().unwrap()).unwrap();
+            fs::copy(&bin, exe).unwrap();
+        }
+        let o = scratch.run_bin(exe, &["init", "--agent", agent]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        if exe != bin {
+            fs::remove_file(exe).unwrap();
+        }
+        installed_command(&scratch, agent)
+    };
+    let bare = |agent: &str, exe: &std::path::Path| format!("{} hook {agent}", shell_quote(exe.to_str().unwrap()));
+    w.put(".claude/settings.json", &json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": wrapped("claude-code", &bin)}]}]}}).to_string());
+    w.put(".codex/hooks.json", &json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": bare("codex", &bin)}]}]}}).to_string());
+    fs::create_dir_all(w.home.join(".gemini")).unwrap();
+    fs::write(w.home.join(".gemini/settings.json"), json!({"hooks": {"BeforeTool": [{"hooks": [{"type": "command", "command": wrapped("gemini", &gone)}]}]}}).to_string()).unwrap();
+    w.put(".cursor/hooks.json", &json!({"version": 1, "hooks": {"beforeShellExecution": [{"command": bare("cursor", &gone)}]}}).to_string());
+    fs::create_dir_all(w.home.join(".copilot")).unwrap();
+    let o = w.run_bin(&bin, &["doctor"]);
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    let report = o.stdout.split("agent hooks:").nth(1).expect("an agent hooks section");
+    let redacted = report.replace(bin.to_str().unwrap(), "[BIN]").replace(w.root.to_str().unwrap(), "[TMP]");
+    assert_snapshot!(redacted);
+    let j = w.run_bin(&bin, &["doctor", "--json"]);
+    let v: Value = serde_json::from_str(&j.stdout).unwrap();
+    let state = |agent: &str, scope: &str| v["hooks"].as_array().unwrap().iter().find(|h| h["agent"] == agent && h["scope"] == scope).unwrap()["state"].as_str().unwrap().to_string();
+    assert_eq!(
+        [state("claude-code", "project"), state("codex", "project"), state("gemini", "user"), state("cursor", "project"), state("copilot", "user"), state("copilot", "project")],
+        ["guarded", "fails-open", "blocked", "unguarded", "not-installed", "not-in-use"]
+    );
+    assert_eq!(v["hooks_ok"], false);
+    // A settings file with comments (Copilot's may have them) that mentions pinfold: doctor
+    // cannot read its entries and says so rather than "not installed".
+    fs::write(w.home.join(".copilot/settings.json"), "{\n  // pinfold's hook\n  \"hooks\": {}\n}\n").unwrap();
+    let j = w.run_bin(&bin, &["doctor", "--json"]);
+    let v: Value = serde_json::from_str(&j.stdout).unwrap();
+    let row = v["hooks"].as_array().unwrap().iter().find(|h| h["agent"] == "copilot" && h["scope"] == "user").unwrap().clone();
+    assert_eq!(row["state"], "unverified", "{row}");
+    assert!(row["detail"].as_str().unwrap().contains("is not strict JSON"), "{row}");
+}
+
 
 // ---------------------------------------------------------------------------------------------
 // pinfold import claude-code

@@ -3011,6 +3011,7 @@ fn missing_user_namespaces_refuses_clearly(u: User) {
 both_users!(
     exit_status_passthrough,
     exit_127_for_missing_command,
+    command_search_as_bash_does,
     exit_126_for_denied_and_asked,
     stdin_passthrough,
     signal_dispositions_as_the_caller_left_them,
@@ -3075,6 +3076,66 @@ fn exit_127_for_missing_command(u: User) {
         127,
         "one-word missing command",
     );
+}
+
+/// A one-word command runs without a shell, so pinfold searches `PATH` itself: the same
+/// file, exit status and message as bash, for each `PATH` below (issue 14). `locked` is a
+/// directory the user cannot search (root-owned, mode 0; root inside the sandbox has no
+/// capability to pass that), `noexec/tool` a file without execute bits, `subdir/tool` a
+/// directory, `exec/tool` an executable script. bash runs inside the same sandbox (`exec --
+/// /bin/bash -c tool`); as uid 65534 also on the host, as the control.
+fn command_search_as_bash_does(u: User) {
+    let fx = Fx::new(u, "command_search_as_bash_does");
+    let bin = fx.proj.join(".t/bin");
+    let tool = "pinfold-probe-tool";
+    for d in ["locked", "noexec", "subdir", "exec"] {
+        fs::create_dir_all(bin.join(d)).expect("mkdir");
+    }
+    fs::write(bin.join("noexec").join(tool), "#!/bin/sh\necho ran noexec\n").expect("write");
+    fs::create_dir_all(bin.join("subdir").join(tool)).expect("mkdir");
+    fs::write(bin.join("exec").join(tool), "#!/bin/sh\necho ran exec\n").expect("write");
+    fx.own();
+    fs::set_permissions(bin.join("noexec").join(tool), fs::Permissions::from_mode(0o644)).expect("chmod");
+    fs::set_permissions(bin.join("exec").join(tool), fs::Permissions::from_mode(0o755)).expect("chmod");
+    // After `own`: root's, closed to everyone.
+    let locked = bin.join("locked");
+    std::os::unix::fs::chown(&locked, Some(0), Some(0)).expect("chown");
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).expect("chmod");
+    let dir = |d: &str| Fx::s(&bin.join(d));
+    // (PATH, command, exit status, what stdout or stderr shows)
+    let noexec_tool = format!("{}/{tool}", dir("noexec"));
+    let subdir_tool = format!("{}/{tool}", dir("subdir"));
+    let cases: [(String, &str, i32, String); 10] = [
+        (format!("{}:/usr/bin:/bin", dir("locked")), "definitely-not-a-command", 127, "definitely-not-a-command: command not found".into()),
+        (format!("{}:{}:{}", dir("locked"), dir("noexec"), dir("exec")), tool, 0, "ran exec".into()),
+        (format!("{}:{}", dir("locked"), dir("noexec")), tool, 126, format!("{}/{tool}: Permission denied", dir("noexec"))),
+        (format!("{}:{}:{}", dir("locked"), dir("subdir"), dir("exec")), tool, 0, "ran exec".into()),
+        (format!("{}:{}", dir("locked"), dir("subdir")), tool, 127, format!("{tool}: command not found")),
+        (format!("{}:{}", dir("noexec"), dir("subdir")), tool, 126, format!("{}/{tool}: Permission denied", dir("noexec"))),
+        (format!("{}:{}", dir("subdir"), dir("noexec")), tool, 127, format!("{tool}: command not found")),
+        (dir("locked"), &noexec_tool, 126, format!("{noexec_tool}: Permission denied")),
+        (dir("locked"), &subdir_tool, 126, format!("{subdir_tool}: Is a directory")),
+        (dir("locked"), "./no-such-file", 127, "./no-such-file: No such file or directory".into()),
+    ];
+    for (path, command, code, what) in &cases {
+        // `env PATH=…` after setpriv, which is found with the fixture's PATH.
+        let run = |argv: Vec<String>| {
+            let mut full = vec!["/usr/bin/env".to_string(), format!("PATH={path}")];
+            full.extend(argv);
+            run_cmd(fx.cmd(&full), full.join(" "), None, TIMEOUT)
+        };
+        let label = format!("{}: PATH={path} {command}", fx.label());
+        let ours = run(fx.exec_argv(&[], &[command.to_string()]));
+        let bash_inside = run(fx.exec_argv(&[], &["/bin/bash".into(), "-c".into(), command.to_string()]));
+        assert_eq!(bash_inside.code, Some(*code), "{label}: bash in the sandbox (the reference) did not exit {code}\n{}", bash_inside.show());
+        assert!(bash_inside.all().contains(what.as_str()), "{label}: bash in the sandbox did not say {what:?}\n{}", bash_inside.show());
+        if u == User::Nobody {
+            let host = run(vec!["/bin/bash".into(), "-c".into(), command.to_string()]);
+            assert_eq!(host.code, Some(*code), "{label}: CONTROL FAILED: bash on the host did not exit {code}\n{}", host.show());
+        }
+        assert_eq!(ours.code, Some(*code), "{label}: pinfold exec's status differs from bash's\n{}", ours.show());
+        assert!(ours.all().contains(what.as_str()), "{label}: pinfold exec did not say {what:?}\n{}", ours.show());
+    }
 }
 
 /// Issue 3: denied (or asked, since exec cannot ask) → 126 with the reason; with no `-c` and

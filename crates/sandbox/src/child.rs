@@ -550,11 +550,75 @@ fn command(spec: &Spec, mut rep: Reporter, mounted: OwnedFd) -> ! {
             sys::exit_now(SETUP_FAILED);
         }
     }
-    let err = sys::execvpe(&argv, &env);
+    let failed = exec_as_bash_does(&argv, &env);
+    rep.send(&Event::ExecFailed { errno: failed.errno, what: failed.message.clone() });
+    let _ = writeln!(std::io::stderr(), "pinfold: {}", failed.message);
+    sys::exit_now(failed.status)
+}
+
+/// Why the command did not start: the errno, bash's message and bash's exit status.
+struct ExecFailure {
+    errno: i32,
+    message: String,
+    status: i32,
+}
+
+/// glibc's default search path, used when the environment has no `PATH` (as `execvp` does).
+const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
+
+/// Run `argv` as bash runs a simple command (`findcmd.c`); returns only if nothing ran.
+///
+/// A name with a slash is executed as it is. Otherwise each `PATH` entry is tried in order
+/// (an empty entry is the working directory): an entry that cannot be searched or has no such
+/// file is skipped; the first executable file (by `faccessat(AT_EACCESS)`, not a directory)
+/// runs. With none, the first file found that is not executable is executed anyway, to fail
+/// with its error (126, "Permission denied"), unless it is a directory; with no file at all the
+/// command is not found (127). glibc's `execvp` differs in both: it reports 126 when it met a
+/// directory of `PATH` it could not search, or a directory of the command's name.
+///
+/// The exit statuses are bash's: 127 when the file is missing (also a missing `#!`
+/// interpreter), 126 for every other failure.
+fn exec_as_bash_does(argv: &[CString], env: &[CString]) -> ExecFailure {
+    let name = argv[0].as_bytes();
+    let shown = String::from_utf8_lossy(name).into_owned();
+    if name.is_empty() || !name.contains(&b'/') {
+        let path = env.iter().find_map(|e| e.as_bytes().strip_prefix(b"PATH")?.strip_prefix(b"=")).unwrap_or(DEFAULT_PATH);
+        let mut not_executable: Option<(CString, bool)> = None;
+        if !name.is_empty() {
+            for dir in path.split(|&b| b == b':') {
+                let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+                let mut full = dir.to_vec();
+                if !full.ends_with(b"/") {
+                    full.push(b'/');
+                }
+                full.extend_from_slice(name);
+                let Ok(full) = CString::new(full) else { continue };
+                let Some(is_dir) = sys::is_dir(&full) else { continue };
+                if !is_dir && sys::executable(&full) {
+                    return failure(&sys::execvpe_as(&full, argv, env), &full);
+                }
+                not_executable.get_or_insert((full, is_dir));
+            }
+        }
+        return match not_executable {
+            Some((full, false)) => failure(&sys::execvpe_as(&full, argv, env), &full),
+            _ => ExecFailure { errno: libc::ENOENT, message: format!("{shown}: command not found"), status: 127 },
+        };
+    }
+    failure(&sys::execvpe(argv, env), &argv[0])
+}
+
+fn failure(err: &std::io::Error, path: &std::ffi::CStr) -> ExecFailure {
     let errno = err.raw_os_error().unwrap_or(0);
-    rep.send(&Event::ExecFailed { errno, what: format!("{}: {err}", spec.argv[0]) });
-    let _ = writeln!(std::io::stderr(), "pinfold: {}: {err}", spec.argv[0]);
-    sys::exit_now(if errno == libc::ENOENT { 127 } else { 126 })
+    let shown = String::from_utf8_lossy(path.to_bytes());
+    // bash names a directory as such rather than by execve's EACCES.
+    let why = if errno == libc::EACCES && sys::is_dir(path) == Some(true) {
+        "Is a directory".to_string()
+    } else {
+        let text = err.to_string();
+        text.split(" (os error").next().unwrap_or(&text).to_string()
+    };
+    ExecFailure { errno, message: format!("{shown}: {why}"), status: if errno == libc::ENOENT { 127 } else { 126 } }
 }
 
 /// Empty the bounding, ambient, inheritable, permitted and effective sets, so that no

@@ -205,6 +205,35 @@ pub fn execvpe(argv: &[CString], env: &[CString]) -> io::Error {
     io::Error::last_os_error()
 }
 
+/// `execvpe(3)` of `file` (a path with a slash, so nothing is searched; a file without a
+/// known format still runs through `/bin/sh`, as bash runs it) with `argv` as given (its
+/// `argv[0]` the name as typed, as bash passes it). Returns only on failure.
+pub fn execvpe_as(file: &std::ffi::CStr, argv: &[CString], env: &[CString]) -> io::Error {
+    let mut argp: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    argp.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = env.iter().map(|a| a.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    // SAFETY: both arrays are NULL-terminated and point at strings that outlive the call.
+    unsafe { libc::execvpe(file.as_ptr(), argp.as_ptr(), envp.as_ptr()) };
+    io::Error::last_os_error()
+}
+
+/// Whether `p` is a directory (`stat(2)`, following links); `None` when it cannot be
+/// stat'ed (missing, or a directory on the way cannot be searched).
+pub fn is_dir(p: &std::ffi::CStr) -> Option<bool> {
+    // SAFETY: an all-zero stat is a valid value to be overwritten.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `p` is NUL-terminated and `st` a valid out-pointer.
+    (unsafe { libc::stat(p.as_ptr(), &mut st) } == 0).then_some(st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+}
+
+/// Whether the effective ids may execute `p` (`faccessat(2)` with `AT_EACCESS`, bash's
+/// `eaccess(X_OK)`).
+pub fn executable(p: &std::ffi::CStr) -> bool {
+    // SAFETY: `p` is NUL-terminated.
+    unsafe { libc::faccessat(libc::AT_FDCWD, p.as_ptr(), libc::X_OK, libc::AT_EACCESS) == 0 }
+}
+
 /// `kill(2)`.
 pub fn kill(pid: libc::pid_t, sig: libc::c_int) -> io::Result<()> {
     // SAFETY: no pointers.

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 
+use super::wrapper;
 use crate::anyhow_lite::Error;
 
 #[derive(Debug, Args)]
@@ -25,6 +26,11 @@ pub struct InitArgs {
     /// The project directory (default: the working directory).
     #[arg(long, value_name = "DIR")]
     cwd: Option<PathBuf>,
+    /// Install even though this pinfold lies in a build directory (a cargo `target`
+    /// directory, or one marked by CACHEDIR.TAG), with a warning: `cargo clean` or a rebuild
+    /// elsewhere removes it, and every call is then refused until `pinfold init` runs again.
+    #[arg(long)]
+    allow_build_path: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -46,7 +52,7 @@ pub enum Scope {
 const ALL: [AgentName; 5] = [AgentName::ClaudeCode, AgentName::Codex, AgentName::Gemini, AgentName::Cursor, AgentName::Copilot];
 
 impl AgentName {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             AgentName::ClaudeCode => "claude-code",
             AgentName::Codex => "codex",
@@ -157,10 +163,22 @@ pub fn run(args: InitArgs) -> Result<i32, Error> {
         }
     };
     let exe = std::env::current_exe().map_err(|e| Error::new("cannot find the pinfold binary").cause(e))?;
-    let exe = pinfold_shell::quote(&exe.to_string_lossy());
+    if let Some(why) = wrapper::build_dir(&exe) {
+        if !args.allow_build_path {
+            return Err(Error::new(format!("refusing to install {} as the hook: {why}", exe.display())).hint(
+                "install pinfold where it stays (`cargo install --path crates/cli`, then run the installed `pinfold init`), \
+                 or pass --allow-build-path to install this one anyway",
+            ));
+        }
+        eprintln!(
+            "pinfold init: WARNING: {} lies in a build directory: {why}. Once it is gone, the hook refuses every call \
+             (it fails closed) until `pinfold init` runs again; `pinfold doctor` tells",
+            exe.display()
+        );
+    }
     for a in agents {
         let file = a.file(&base, args.scope);
-        let command = format!("{exe} hook {}", a.name());
+        let command = wrapper::command(a, &exe);
         if a == AgentName::Codex && codex_inline_hooks(&file, &command)? {
             continue;
         }
@@ -187,7 +205,12 @@ fn codex_inline_hooks(hooks_json: &Path, command: &str) -> Result<bool, Error> {
     if let Some(ours) = inline.commands.iter().find(|c| is_ours(c, AgentName::Codex)) {
         println!("codex: already installed in {} (inline [hooks])", file.display());
         if ours != command {
-            eprintln!("pinfold init: note: its command there is `{ours}`, not `{command}`; pinfold does not edit config.toml: update it by hand");
+            let fails_open = wrapper::recognise(ours, AgentName::Codex).is_some_and(|r| r.form == wrapper::Form::Bare);
+            eprintln!(
+                "pinfold init: note: its command there is `{ours}`{}; pinfold does not edit config.toml: replace that line by hand with\n\ncommand = {}\n",
+                if fails_open { ", which lets every call through when pinfold cannot run" } else { ", not this pinfold's" },
+                serde_json::to_string(command).expect("a string serialises")
+            );
         }
         let in_json = std::fs::read_to_string(hooks_json).ok().and_then(|t| parse(&t).ok()).is_some_and(|j| {
             let groups = j.get("hooks").and_then(|h| h.get("PreToolUse"));
@@ -320,10 +343,19 @@ pub fn install(agent: AgentName, file: &Path, command: &str) -> Result<bool, Err
     if agent == AgentName::Cursor {
         events.push("beforeReadFile");
     }
-    for ev in events {
+    for ev in &events {
         let hooks = root.child(path[0], file)?;
         let list = hooks.child_arr(ev, file)?;
         upsert(list, &entry, agent)?;
+    }
+    // pinfold's entries under other events (put there by hand, e.g. Cursor's
+    // beforeShellExecution) get the same command: one that fails closed.
+    if let Some(Json::Obj(all)) = root.get_mut(path[0]) {
+        for (_, list) in all.iter_mut().filter(|(ev, _)| !events.contains(&ev.as_str())) {
+            if let Json::Arr(list) = list {
+                update_ours(list, command, agent);
+            }
+        }
     }
     let mut out = String::new();
     print(&root, 0, &mut out);
@@ -341,10 +373,10 @@ pub fn install(agent: AgentName, file: &Path, command: &str) -> Result<bool, Err
     Ok(true)
 }
 
-/// Whether `cmd` runs `pinfold hook <agent>`.
+/// Whether `cmd` runs `pinfold hook <agent>`: the wrapper `init` writes, or the bare form of
+/// earlier releases (both are upgraded in place).
 fn is_ours(cmd: &str, agent: AgentName) -> bool {
-    let cmd = cmd.trim_end();
-    cmd.ends_with(&format!(" hook {}", agent.name())) && cmd.contains("pinfold")
+    wrapper::recognise(cmd, agent).is_some()
 }
 
 /// Update our entry in `list` (a group whose command is ours), or append `entry`.
@@ -373,6 +405,23 @@ fn upsert(list: &mut Vec<Json>, entry: &Json, agent: AgentName) -> Result<(), Er
     Ok(())
 }
 
+/// Set the command of every entry of ours in `list` to `command`.
+fn update_ours(list: &mut [Json], command: &str, agent: AgentName) {
+    let cmd_key = if agent == AgentName::Copilot { "bash" } else { "command" };
+    let fix = |h: &mut Json| {
+        if h.get(cmd_key).and_then(Json::as_str).is_some_and(|c| is_ours(c, agent) && c != command) {
+            h.set(cmd_key, Json::Str(command.to_string()));
+        }
+    };
+    for g in list.iter_mut() {
+        if let Some(Json::Arr(inner)) = g.get_mut("hooks") {
+            inner.iter_mut().for_each(fix);
+        } else {
+            fix(g);
+        }
+    }
+}
+
 fn write(file: &Path, text: &str) -> Result<(), Error> {
     let dir = file.parent().ok_or_else(|| Error::new(format!("{} has no directory", file.display())))?;
     std::fs::create_dir_all(dir).map_err(|e| Error::new(format!("cannot create {}", dir.display())).cause(e))?;
@@ -387,6 +436,190 @@ fn write(file: &Path, text: &str) -> Result<(), Error> {
         let _ = std::fs::remove_file(&tmp);
         Error::new(format!("cannot write {}", target.display())).cause(e)
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// `pinfold doctor`: the installed hooks.
+// ---------------------------------------------------------------------------------------------
+
+/// One pinfold hook entry (or its absence) for one agent in one scope.
+#[derive(Debug, serde::Serialize)]
+pub struct HookRow {
+    pub agent: &'static str,
+    pub scope: &'static str,
+    /// `guarded`, `blocked` (every call refused), `unguarded` (every call let through),
+    /// `fails-open` (guarded while the binary lasts), `unverified` (a wrapper of another
+    /// shape), `not-installed` (the agent's directory exists, no pinfold hook),
+    /// `not-in-use`.
+    pub state: &'static str,
+    pub file: Option<PathBuf>,
+    pub event: Option<String>,
+    pub command: Option<String>,
+    pub binary: Option<String>,
+    pub detail: String,
+    pub fix: Option<String>,
+    /// Whether this row makes `pinfold doctor` fail.
+    pub problem: bool,
+}
+
+/// Every pinfold hook installed for each agent, in the project (`cwd`'s git root, else `cwd`)
+/// and for the user, with whether it guards the agent now and whether it fails closed.
+pub fn doctor_rows(cwd: &Path) -> Vec<HookRow> {
+    let project = cwd.ancestors().find(|d| d.join(".git").exists()).unwrap_or(cwd).to_path_buf();
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let mut rows = Vec::new();
+    for agent in ALL {
+        let scopes: Vec<(Scope, &PathBuf)> = [(Scope::Project, Some(&project)), (Scope::User, home.as_ref())]
+            .into_iter()
+            .filter_map(|(s, b)| b.map(|b| (s, b)))
+            .collect();
+        let mut found: Vec<(Scope, Vec<HookRow>, PathBuf)> = Vec::new();
+        for (scope, base) in scopes {
+            let marker = agent.marker(base, scope);
+            let mut here = Vec::new();
+            let file = agent.file(base, scope);
+            match installed_commands(&file, agent) {
+                Ok(commands) => here.extend(commands.iter().map(|(event, command)| row(agent, scope, &file, event, command))),
+                Err(why) => here.push(HookRow {
+                    agent: agent.name(),
+                    scope: scope_name(scope),
+                    state: "unverified",
+                    file: Some(file.clone()),
+                    event: None,
+                    command: None,
+                    binary: None,
+                    detail: format!("{why}; it mentions pinfold, so check its hook entries by hand"),
+                    fix: Some("make the file strict JSON, then run pinfold doctor again".into()),
+                    problem: true,
+                }),
+            }
+            if agent == AgentName::Codex {
+                let toml = file.with_file_name("config.toml");
+                if let Ok(text) = std::fs::read_to_string(&toml) {
+                    for command in scan_toml_hooks(&text).commands.iter().filter(|c| is_ours(c, agent)) {
+                        here.push(row(agent, scope, &toml, "PreToolUse (config.toml)", command));
+                    }
+                }
+            }
+            found.push((scope, here, marker));
+        }
+        let installed_somewhere = found.iter().any(|(_, h, _)| !h.is_empty());
+        for (scope, here, marker) in found {
+            let scope_name = scope_name(scope);
+            if !here.is_empty() {
+                rows.extend(here);
+            } else {
+                let (state, detail, problem) = match (marker.is_dir(), installed_somewhere) {
+                    (true, false) => ("not-installed", format!("{} exists and has no pinfold hook: its calls run unguarded", marker.display()), true),
+                    (true, true) => ("not-installed", "no pinfold hook in this scope (there is one in the other)".to_string(), false),
+                    (false, _) => ("not-in-use", "no settings directory".to_string(), false),
+                };
+                rows.push(HookRow {
+                    agent: agent.name(),
+                    scope: scope_name,
+                    state,
+                    file: None,
+                    event: None,
+                    command: None,
+                    binary: None,
+                    detail,
+                    fix: problem.then(|| init_fix(agent, scope)),
+                    problem,
+                });
+            }
+        }
+    }
+    rows
+}
+
+fn scope_name(scope: Scope) -> &'static str {
+    match scope {
+        Scope::Project => "project",
+        Scope::User => "user",
+    }
+}
+
+fn init_fix(agent: AgentName, scope: Scope) -> String {
+    let s = if scope == Scope::User { " --scope user" } else { "" };
+    format!("pinfold init --agent {}{s} (run by an installed pinfold, e.g. after `cargo install --path crates/cli`)", agent.name())
+}
+
+/// The (event, command) of every pinfold entry for `agent` in the JSON settings `file`, under
+/// any event (a hand-made entry may sit elsewhere than where `init` puts it). `Err` when the
+/// file mentions pinfold but is not strict JSON (Copilot's settings.json may hold comments).
+fn installed_commands(file: &Path, agent: AgentName) -> Result<Vec<(String, String)>, String> {
+    let Ok(text) = std::fs::read_to_string(file) else { return Ok(Vec::new()) };
+    let root = match parse(&text) {
+        Ok(root) => root,
+        Err(e) if text.contains("pinfold") => return Err(format!("{} is not strict JSON ({e})", file.display())),
+        Err(_) => return Ok(Vec::new()),
+    };
+    let Some(Json::Obj(events)) = root.get("hooks") else { return Ok(Vec::new()) };
+    let mut out = Vec::new();
+    for (event, groups) in events {
+        let Json::Arr(groups) = groups else { continue };
+        for g in groups {
+            let mut entries = vec![g];
+            if let Some(Json::Arr(inner)) = g.get("hooks") {
+                entries = inner.iter().collect();
+            }
+            for h in entries {
+                for key in ["command", "bash"] {
+                    if let Some(c) = h.get(key).and_then(Json::as_str)
+                        && is_ours(c, agent)
+                    {
+                        out.push((event.clone(), c.to_string()));
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn row(agent: AgentName, scope: Scope, file: &Path, event: &str, command: &str) -> HookRow {
+    let r = wrapper::recognise(command, agent).expect("only pinfold's commands come here");
+    let runs = r.binary.as_deref().map(wrapper::runnable);
+    let name = agent_title(agent);
+    let (state, mut detail, problem) = match (&r.form, &runs) {
+        (_, None) => ("unverified", "cannot tell which binary this command runs".to_string(), true),
+        (wrapper::Form::Wrapped, Some(Ok(p))) => ("guarded", format!("{} runs, and the command fails closed", p.display()), false),
+        (wrapper::Form::Wrapped, Some(Err(why))) => ("blocked", format!("{why}: {name} refuses every call until pinfold is reinstalled"), true),
+        (wrapper::Form::OtherWrapper, Some(Ok(p))) => ("unverified", format!("{} runs, but the command is not the wrapper this pinfold writes: whether it fails closed is unknown", p.display()), true),
+        (wrapper::Form::OtherWrapper, Some(Err(why))) => ("unverified", format!("{why}, and the command is not the wrapper this pinfold writes"), true),
+        (wrapper::Form::Bare, Some(Ok(p))) => ("fails-open", format!("{} runs, but the command does not fail closed: if it goes, {name} runs every call unguarded", p.display()), true),
+        (wrapper::Form::Bare, Some(Err(why))) if agent == AgentName::Cursor => {
+            ("unguarded", format!("{why}: the shell exits 126 or 127, which Cursor lets through unless the entry says \"failClosed\": true"), true)
+        }
+        (wrapper::Form::Bare, Some(Err(why))) => ("unguarded", format!("{why}: the shell exits 126 or 127, which {name} does not read as a block, so every call runs unguarded"), true),
+    };
+    if let Some(Ok(p)) = &runs
+        && let Some(why) = wrapper::build_dir(p)
+    {
+        detail.push_str(&format!("; note: {why}"));
+    }
+    HookRow {
+        agent: agent.name(),
+        scope: scope_name(scope),
+        state,
+        file: Some(file.to_path_buf()),
+        event: Some(event.to_string()),
+        command: Some(command.to_string()),
+        binary: r.binary.clone(),
+        detail,
+        fix: problem.then(|| init_fix(agent, scope)),
+        problem,
+    }
+}
+
+fn agent_title(agent: AgentName) -> &'static str {
+    match agent {
+        AgentName::ClaudeCode => "Claude Code",
+        AgentName::Codex => "Codex",
+        AgentName::Gemini => "Gemini CLI",
+        AgentName::Cursor => "Cursor",
+        AgentName::Copilot => "Copilot CLI",
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ pub mod init;
 pub mod import;
 pub mod rewrite;
 pub mod token;
+pub mod wrapper;
 
 use std::time::{Duration, Instant};
 

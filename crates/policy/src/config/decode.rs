@@ -377,11 +377,16 @@ impl Decoder<'_> {
         )
     }
 
+    /// A value of the wrong type, named by its key path: `` `defaults.action`: expected a
+    /// string, found an integer `` (the position alone does not say which key, e.g. on a line
+    /// of dotted keys or inside an inline table).
     fn mismatch(&self, node: &Node<'_>, path: &KeyPath<'_>, expected: &str) -> ConfigError {
+        let key = path.render();
+        let what = if key.is_empty() { "the document".to_string() } else { format!("`{key}`") };
         self.invalid(
             node.pos,
             path,
-            format!("expected {expected}, found {}", node.value.kind()),
+            format!("{what}: expected {expected}, found {}", node.value.kind()),
             None,
         )
     }

@@ -87,18 +87,77 @@ fn wrong_types() {
     let (l, c, m, _) = invalid(toml("[sandbox.w]\nnetwork.allow = 'yes'\n"));
     assert_eq!(
         (l, c, m.as_str()),
-        (2, 17, "expected a boolean (true or false), found a string")
+        (2, 17, "`sandbox.w.network.allow`: expected a boolean (true or false), found a string")
     );
     let (l, c, m, _) = invalid(toml("rules = 3\n"));
     assert_eq!(
         (l, c, m.as_str()),
-        (1, 9, "expected an array, found an integer")
+        (1, 9, "`rules`: expected an array, found an integer")
     );
     let (l, c, m, _) = invalid(toml("[[rules]]\nallow = ['ls']\n"));
     assert_eq!(
         (l, c, m.as_str()),
-        (2, 9, "expected a string, found an array")
+        (2, 9, "`rules[0].allow`: expected a string, found an array")
     );
+}
+
+/// A value of the wrong type is named by its key path, in every format, at its own position,
+/// and the rendered error is `file:line:col: `key`: expected …, found …`.
+#[test]
+fn wrong_types_name_the_key_path_in_every_format() {
+    let o = opts(Path::new("/proj"));
+    // (file, format, text, line, col, message)
+    let cases: &[(&str, Format, &str, u32, u32, &str)] = &[
+        ("bad.toml", Format::Toml, "[defaults]\naction = 3\n", 2, 10, "`defaults.action`: expected a string, found an integer"),
+        ("bad.yaml", Format::Yaml, "defaults:\n  action: 3\n", 2, 11, "`defaults.action`: expected a string, found an integer"),
+        ("bad.json", Format::Json, "{\"defaults\": {\n  \"action\": 3}}\n", 2, 13, "`defaults.action`: expected a string, found an integer"),
+        (
+            "bad.toml",
+            Format::Toml,
+            "[[rules]]\nallow = 'ls'\n[[rules]]\ndeny = 'rm'\n[[rules]]\nask = 'git push'\nsandbox = false\n",
+            7,
+            11,
+            "`rules[2].sandbox`: expected a string, found a boolean",
+        ),
+        (
+            "bad.yaml",
+            Format::Yaml,
+            "rules:\n  - allow: ls\n  - deny: rm\n  - ask: git push\n    sandbox: false\n",
+            5,
+            14,
+            "`rules[2].sandbox`: expected a string, found a boolean",
+        ),
+        (
+            "bad.json",
+            Format::Json,
+            "{\"rules\": [{\"allow\": \"ls\"}, {\"deny\": \"rm\"},\n  {\"ask\": \"git push\", \"sandbox\": false}]}",
+            2,
+            34,
+            "`rules[2].sandbox`: expected a string, found a boolean",
+        ),
+        ("bad.toml", Format::Toml, "[sandbox.workspace]\nfs.write.allow = '.'\n", 2, 18, "`sandbox.workspace.fs.write.allow`: expected an array, found a string"),
+        (
+            "bad.yaml",
+            Format::Yaml,
+            "sandbox:\n  workspace:\n    fs:\n      write:\n        allow: .\n",
+            5,
+            16,
+            "`sandbox.workspace.fs.write.allow`: expected an array, found a string",
+        ),
+        (
+            "bad.json",
+            Format::Json,
+            "{\"sandbox\": {\"workspace\": {\"fs\": {\"write\": {\"allow\": \".\"}}}}}",
+            1,
+            54,
+            "`sandbox.workspace.fs.write.allow`: expected an array, found a string",
+        ),
+        ("bad.toml", Format::Toml, "audit = { enabled = 'yes' }\n", 1, 21, "`audit.enabled`: expected a boolean (true or false), found a string"),
+    ];
+    for (file, format, text, line, col, message) in cases {
+        let err = load_str(file, text, *format, &o).unwrap_err();
+        assert_eq!(err.to_string(), format!("{file}:{line}:{col}: {message}"), "{text}");
+    }
 }
 
 #[test]
