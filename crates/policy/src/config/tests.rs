@@ -256,6 +256,7 @@ fn display_of_errors() {
 
 // --- formats -----------------------------------------------------------------------------------
 
+// address-literal: never connected (configuration parsed only)
 const TOML_POLICY: &str = r#"
 [defaults]
 action = "deny"
@@ -284,6 +285,7 @@ expect = "allow"
 cwd = "sub"
 "#;
 
+// address-literal: never connected (configuration parsed only)
 const YAML_POLICY: &str = r#"
 defaults:
   action: deny
@@ -306,6 +308,7 @@ tests:
     cwd: sub
 "#;
 
+// address-literal: never connected (configuration parsed only)
 const JSON_POLICY: &str = r#"{
   "$schema": "https://example.invalid/pinfold.schema.json",
   "defaults": {"action": "deny"},
@@ -346,6 +349,7 @@ fn shape(c: &Config) -> serde_json::Value {
     v
 }
 
+// address-literal: never connected (configuration parsed only)
 #[test]
 fn toml_yaml_and_json_give_the_same_config() {
     let o = opts(Path::new("/proj"));
@@ -1021,6 +1025,7 @@ fn audit_keys_are_checked() {
 
 // --- network: hosts, upstream roots, endpoints, credentials -----------------------------------
 
+// address-literal: never connected (configuration parsed only)
 const NETWORK_POLICY: &str = r#"
 [sandbox.build]
 network.allow = true
@@ -1043,6 +1048,7 @@ file = "~/.secrets/npm"
 command = "vault read -field=token secret/x"
 "#;
 
+// address-literal: never connected (configuration parsed only)
 #[test]
 fn network_hosts_endpoints_and_credentials_resolve() {
     let c = toml(NETWORK_POLICY).unwrap();
@@ -1069,6 +1075,7 @@ fn network_hosts_endpoints_and_credentials_resolve() {
     );
 }
 
+// address-literal: never connected (configuration parsed only)
 #[test]
 fn network_settings_in_yaml_and_json_match_toml() {
     let yaml = r#"
@@ -1095,6 +1102,7 @@ credentials:
     assert_eq!((ep.header.as_str(), ep.format.as_str()), ("Authorization", "Bearer {}"));
 }
 
+// address-literal: never connected (configuration parsed only)
 #[test]
 fn malformed_hosts_point_at_the_entry() {
     for (entry, needle) in [
@@ -1135,6 +1143,7 @@ fn upstream_ca_lists_files() {
     assert!(m.contains("expected an array"), "{m}");
 }
 
+// address-literal: never connected (configuration parsed only)
 #[test]
 fn endpoint_errors() {
     let base = "[credentials.gh]\nenv = 'GH_TOKEN'\n[sandbox.b]\nnetwork.allow = true\n";
