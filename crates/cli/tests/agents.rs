@@ -238,7 +238,7 @@ fn gemini_payloads() {
             ("replace inside: no opinion", gemini(&w, "replace", json!({"file_path": w.proj.join("src/a.rs"), "old_string": "a", "new_string": "b"}))),
             ("read_file a secret", gemini(&w, "read_file", json!({"file_path": w.proj.join("secret.txt")}))),
             ("search_file_content over the home directory", gemini(&w, "search_file_content", json!({"pattern": "KEY", "dir_path": w.home}))),
-            ("web_fetch: no opinion", gemini(&w, "web_fetch", json!({"prompt": "https://example.com"}))),
+            ("web_fetch: no opinion", gemini(&w, "web_fetch", json!({"prompt": "https://example.com"}))), // address-literal: never connected (hook input, judged only)
         ],
     );
     assert_snapshot!(s);
@@ -256,7 +256,7 @@ fn cursor(w: &World, event: &str, fields: Value) -> Value {
         "hook_event_name": event,
         "cursor_version": "2.1.0",
         "workspace_roots": [w.proj],
-        "user_email": "dev@example.com",
+        "user_email": "dev@example.com", // address-literal: never connected (hook input field)
         "transcript_path": null
     });
     for (k, x) in fields.as_object().unwrap() {
@@ -321,7 +321,7 @@ fn copilot_payloads() {
             ("create inside: no opinion", copilot(&w, "create", json!({"path": "src/new.rs", "file_text": "x"}))),
             ("view a secret", copilot(&w, "view", json!({"path": "secret.txt"}))),
             ("grep the home directory", copilot(&w, "grep", json!({"pattern": "KEY", "path": w.home}))),
-            ("web_fetch: no opinion", copilot(&w, "web_fetch", json!({"url": "https://example.com"}))),
+            ("web_fetch: no opinion", copilot(&w, "web_fetch", json!({"url": "https://example.com"}))), // address-literal: never connected (hook input, judged only)
         ],
     );
     assert_snapshot!(s);
@@ -935,6 +935,7 @@ fn doctor_reports_each_agents_hook() {
 // pinfold import claude-code
 // ---------------------------------------------------------------------------------------------
 
+// address-literal: never connected (settings imported, not fetched)
 #[test]
 fn import_claude_code() {
     let w = World::new();

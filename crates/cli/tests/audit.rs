@@ -24,7 +24,7 @@ fn filled() -> tempfile::TempDir {
         ("git status", "allow", "s1"),
         ("git push --force", "ask", "s1"),
         ("rm -rf ~", "deny", "s2"),
-        ("curl -H 'Authorization: Bearer abcdef123' https://x", "ask", "s2"),
+        ("curl -H 'Authorization: Bearer abcdef123' https://x", "ask", "s2"), // address-literal: never connected (a recorded command)
     ] {
         l.append(Record::new("check", json!({"command": cmd, "decision": d})).session(s)).unwrap();
     }

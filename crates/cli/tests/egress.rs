@@ -16,14 +16,18 @@
 //!
 //! The suite runs as root (CI does) on x86_64, and the key cases run again as uid 65534 through
 //! `setpriv`, each in its own world-traversable directory under /tmp. Nothing needs the
-//! internet. `PINFOLD_TEST_EXEC_BIN` swaps in another binary (e.g. a wrapper adding
-//! `--net on`), to check that every test here can fail; `PINFOLD_TEST_SHOW=1` prints every
-//! sandboxed run.
+//! internet, and nothing is sent there even if pinfold fails: the cases whose targets are not
+//! loopback (the cloud metadata address, a "public" address, a DNS resolver, names) run in a
+//! network namespace of their own (`crates/egress/tests/support/netns.rs`) where those
+//! addresses are on loopback with the test's listeners, and resolve names through the test's
+//! own DNS responder and hosts file ([`World::with_own_etc`]). `PINFOLD_TEST_EXEC_BIN` swaps
+//! in another binary (e.g. a wrapper adding `--net on`), to check that every test here can
+//! fail; `PINFOLD_TEST_SHOW=1` prints every sandboxed run.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, UdpSocket};
+use std::net::{Ipv4Addr, Shutdown, TcpListener, UdpSocket};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -34,6 +38,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+#[path = "../../egress/tests/support/netns.rs"]
+mod netns;
 
 /// The system Python, which uid 65534 can run (not a pyenv shim).
 const PY: &str = "/usr/bin/python3";
@@ -250,7 +257,13 @@ struct HostTcp {
 impl HostTcp {
     /// Listen on `ip` (`0.0.0.0` reaches it through every host address, loopback or not).
     fn bind(ip: &str) -> HostTcp {
-        let l = TcpListener::bind((ip, 0)).expect("bind a host TCP listener");
+        HostTcp::bind_at(ip, 0)
+    }
+
+    /// Listen on `ip:port` (port 0: any free one).
+    fn bind_at(ip: &str, port: u16) -> HostTcp {
+        let l = TcpListener::bind((ip, port))
+            .unwrap_or_else(|e| panic!("bind a host TCP listener on {ip}:{port}: {e}"));
         l.set_nonblocking(true).expect("nonblocking");
         let port = l.local_addr().expect("addr").port();
         let body = format!("host-server-{port}-says-hello");
@@ -379,29 +392,103 @@ impl Drop for HostUdp {
     }
 }
 
-/// The host's first global IPv4 address (not loopback), if it has one.
-fn host_ipv4() -> Option<String> {
-    let out = Command::new("ip")
-        .args(["-4", "-o", "addr", "show", "scope", "global"])
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let from_ip = text
-        .split_whitespace()
-        .skip_while(|w| *w != "inet")
-        .nth(1)
-        .and_then(|a| a.split('/').next())
-        .map(str::to_string);
-    from_ip.or_else(|| {
-        let out = Command::new("hostname").arg("-I").output().ok()?;
-        String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .find(|a| {
-                a.parse::<std::net::Ipv4Addr>()
-                    .is_ok_and(|ip| !ip.is_loopback())
-            })
-            .map(str::to_string)
-    })
+/// A DNS responder of the test's own on UDP port 53 of `ip`: `A` queries for its names get
+/// their address, other types for them an empty answer, every other name NXDOMAIN. It logs
+/// every query as `NAME TYPE from ADDR`.
+struct HostDns {
+    log: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl HostDns {
+    fn start(ip: Ipv4Addr, names: &[(&str, Ipv4Addr)]) -> HostDns {
+        let s = UdpSocket::bind((ip, 53))
+            .unwrap_or_else(|e| panic!("bind the test's DNS responder on {ip}:53: {e}"));
+        s.set_read_timeout(Some(Duration::from_millis(50)))
+            .expect("timeout");
+        let table: Vec<(String, Ipv4Addr)> = names
+            .iter()
+            .map(|(n, a)| (n.to_ascii_lowercase(), *a))
+            .collect();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (lg, st) = (log.clone(), stop.clone());
+        thread::spawn(move || {
+            let mut buf = [0u8; 1500];
+            while !st.load(Ordering::Relaxed) {
+                let Ok((n, from)) = s.recv_from(&mut buf) else {
+                    continue;
+                };
+                match dns_answer(&buf[..n], &table) {
+                    Some((name, qtype, reply)) => {
+                        lg.lock()
+                            .expect("lock")
+                            .push(format!("{name} {qtype} from {from}"));
+                        let _ = s.send_to(&reply, from);
+                    }
+                    None => lg
+                        .lock()
+                        .expect("lock")
+                        .push(format!("a datagram that is no query, from {from}")),
+                }
+            }
+        });
+        HostDns { log, stop }
+    }
+
+    fn seen(&self) -> Vec<String> {
+        thread::sleep(Duration::from_millis(150));
+        self.log.lock().expect("lock").clone()
+    }
+
+    fn clear(&self) {
+        self.log.lock().expect("lock").clear();
+    }
+}
+
+impl Drop for HostDns {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The reply to a DNS query (RFC 1035 4.1) from `table`, with the name and query type.
+fn dns_answer(q: &[u8], table: &[(String, Ipv4Addr)]) -> Option<(String, u16, Vec<u8>)> {
+    if q.len() < 12 || q[2] & 0x80 != 0 || q[4..6] != [0, 1] {
+        return None;
+    }
+    let (mut i, mut labels) = (12, Vec::new());
+    loop {
+        let len = usize::from(*q.get(i)?);
+        i += 1;
+        if len == 0 {
+            break;
+        }
+        if len > 63 {
+            return None;
+        }
+        labels.push(String::from_utf8_lossy(q.get(i..i + len)?).to_ascii_lowercase());
+        i += len;
+    }
+    let qtype = u16::from_be_bytes([*q.get(i)?, *q.get(i + 1)?]);
+    let question = q.get(12..i + 4)?;
+    let name = labels.join(".");
+    let known = table.iter().find(|(n, _)| *n == name).map(|(_, a)| *a);
+    let answer = known.filter(|_| qtype == 1);
+    let mut r = q[..2].to_vec();
+    // QR, the query's RD; RA, NOERROR or NXDOMAIN; one question, one answer or none.
+    r.extend([
+        0x80 | (q[2] & 0x01),
+        if known.is_some() { 0x80 } else { 0x83 },
+    ]);
+    r.extend([0, 1, 0, u8::from(answer.is_some()), 0, 0, 0, 0]);
+    r.extend_from_slice(question);
+    if let Some(a) = answer {
+        // The name by pointer to the question, A, IN, TTL 60 s, four bytes.
+        r.extend([0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]);
+        r.extend(a.octets());
+    }
+    Some((name, qtype, r))
 }
 
 /// A python3 `http.server` (optionally TLS) serving `root` on 127.0.0.1, logging requests to a
@@ -549,6 +636,9 @@ struct World {
     /// Ledger records already looked at (each run's records come after these).
     read_records: Mutex<usize>,
     policies: AtomicUsize,
+    /// The test's own `hosts`, `resolv.conf` and `nsswitch.conf`, bound over /etc's for every
+    /// command of this world ([`World::with_own_etc`]).
+    etc: Option<tempfile::TempDir>,
 }
 
 impl World {
@@ -604,9 +694,52 @@ impl World {
             env,
             read_records: Mutex::new(0),
             policies: AtomicUsize::new(0),
+            etc: None,
         };
         w.own();
         w
+    }
+
+    /// Every command of this world (controls, `pinfold exec` and so its proxy and sandbox) sees
+    /// the test's own name service: /etc/hosts with `localhost` and `hosts` (lines `ADDR NAME`),
+    /// /etc/resolv.conf naming only [`netns::RESOLVER`] (where the case runs a [`HostDns`]),
+    /// and /etc/nsswitch.conf with `hosts: files dns` (no resolver daemon, no mDNS). Each is
+    /// bound over the real one in a private mount namespace made for the command (see
+    /// [`ETC_OVERLAY_SH`]); the host's files are not touched. For cases in a [`netns::TestNet`],
+    /// so that names resolve to the test's own addresses and queries reach the test's own
+    /// responder.
+    fn with_own_etc(mut self, hosts: &[(&str, String)]) -> World {
+        let dir = tempfile::Builder::new()
+            .prefix("pinfold-egress-etc-")
+            .tempdir_in("/tmp")
+            .expect("temp dir under /tmp");
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
+        let mut h = String::from("127.0.0.1 localhost\n");
+        for (name, addr) in hosts {
+            h.push_str(&format!("{addr} {name}\n"));
+        }
+        let nss: String = fs::read_to_string("/etc/nsswitch.conf")
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("hosts:"))
+            .map(|l| format!("{l}\n"))
+            .chain(["hosts: files dns\n".to_string()])
+            .collect();
+        let resolv = format!(
+            "nameserver {}\noptions timeout:1 attempts:1\n",
+            netns::RESOLVER
+        );
+        for (f, text) in [
+            ("hosts", h),
+            ("resolv.conf", resolv),
+            ("nsswitch.conf", nss),
+        ] {
+            let p = dir.path().join(f);
+            fs::write(&p, text).expect("write the test's own /etc file");
+            fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).expect("chmod");
+        }
+        self.etc = Some(dir);
+        self
     }
 
     fn label(&self) -> String {
@@ -655,27 +788,43 @@ impl World {
         p
     }
 
-    /// `argv` as the case's user, with the world's environment, in the project.
+    /// `argv` as the case's user, with the world's environment, in the project (and the
+    /// test's own /etc files, when the world has them).
     fn cmd(&self, argv: &[String], extra_env: &[(&str, &str)]) -> Command {
-        let mut c = match self.user {
-            User::Root => {
-                let mut c = Command::new(&argv[0]);
-                c.args(&argv[1..]);
-                c
-            }
-            User::Nobody => {
-                let mut c = Command::new("setpriv");
-                c.args([
+        let mut full: Vec<String> = Vec::new();
+        if let Some(etc) = &self.etc {
+            full.extend(
+                [
+                    "unshare",
+                    "--mount",
+                    "--propagation",
+                    "private",
+                    "--",
+                    "/bin/sh",
+                    "-c",
+                    ETC_OVERLAY_SH,
+                    "sh",
+                ]
+                .map(String::from),
+            );
+            full.push(etc.path().display().to_string());
+        }
+        if self.user == User::Nobody {
+            full.extend(
+                [
+                    "setpriv",
                     "--reuid=65534",
                     "--regid=65534",
                     "--clear-groups",
                     "--inh-caps=-all",
                     "--",
-                ]);
-                c.args(argv);
-                c
-            }
-        };
+                ]
+                .map(String::from),
+            );
+        }
+        full.extend(argv.iter().cloned());
+        let mut c = Command::new(&full[0]);
+        c.args(&full[1..]);
         c.env_clear()
             .envs(&self.env)
             .envs(extra_env.iter().copied())
@@ -780,6 +929,12 @@ impl World {
         (egress, new[new.len() - 1]["data"].clone())
     }
 }
+
+/// `sh -c` body for [`World::with_own_etc`]: in the private mount namespace `unshare` made,
+/// bind the files of `$1` over /etc's, then run the rest of the arguments.
+const ETC_OVERLAY_SH: &str = "d=$1; shift; for f in hosts resolv.conf nsswitch.conf; do \
+    mount --bind \"$d/$f\" \"/etc/$f\" || { echo \"the test's /etc: cannot bind $d/$f over /etc/$f\" >&2; exit 99; }; \
+    done; exec \"$@\"";
 
 /// `"127.0.0.1:PORT"`.
 fn lo(port: u16) -> String {
@@ -1160,11 +1315,13 @@ fn blocked_host_gets_403_and_a_refused_record(u: User) {
 /// Case 3: with `127.0.0.1:A` listed, a command that ignores the proxy reaches nothing: `curl
 /// --noproxy '*'` to A, `env -u http_proxy -u HTTP_PROXY curl` to an unlisted port B (curl falls
 /// back to `ALL_PROXY`, which refuses it), curl with every proxy variable removed to A, bash's
-/// `/dev/tcp/127.0.0.1/A`, and python3 connecting straight to A on the host's non-loopback
-/// address. The host listeners (bound to 0.0.0.0, so every address reaches them) see nothing;
-/// the same script without pinfold reaches them with every attempt.
+/// `/dev/tcp/127.0.0.1/A`, and python3 connecting straight to A on a non-loopback address of
+/// the host ([`netns::PUBLIC`], in the case's own network namespace). The host listeners (bound
+/// to 0.0.0.0, so every address reaches them) see nothing; the same script without pinfold
+/// reaches them with every attempt.
 fn bypassing_the_proxy_reaches_nothing(u: User) {
-    let script = |w: &World, a: &HostTcp, b: &HostTcp, ip: &Option<String>| {
+    let _net = netns::TestNet::enter();
+    let script = |w: &World, a: &HostTcp, b: &HostTcp| {
         let tcp_py = w.script(
             "tcp.py",
             "import socket, sys\n\
@@ -1177,34 +1334,24 @@ fn bypassing_the_proxy_reaches_nothing(u: User) {
              print(data.decode(errors='replace'))\n\
              sys.exit(0 if data else 1)\n",
         );
-        let mut body = format!(
+        let body = format!(
             "t noproxy curl -sS -m 3 --noproxy '*' http://127.0.0.1:{ap}/noproxy\n\
              t env-u-http env -u http_proxy -u HTTP_PROXY curl -sS -f -m 3 http://127.0.0.1:{bp}/env-u-http\n\
              t env-u-all env -u http_proxy -u HTTP_PROXY -u https_proxy -u HTTPS_PROXY -u all_proxy -u ALL_PROXY curl -sS -m 3 http://127.0.0.1:{ap}/env-u-all\n\
              t dev-tcp bash -c 'exec 3<>/dev/tcp/127.0.0.1/{ap} && printf \"GET /dev-tcp HTTP/1.0\\r\\n\\r\\n\" >&3 && cat <&3'\n\
-             t python-loopback {PY} {tcp_py} 127.0.0.1 {ap} /python-loopback\n",
+             t python-loopback {PY} {tcp_py} 127.0.0.1 {ap} /python-loopback\n\
+             t python-direct-ip {PY} {tcp_py} {ip} {ap} /python-direct-ip\n",
             ap = a.port,
-            bp = b.port
+            bp = b.port,
+            ip = netns::PUBLIC,
         );
-        if let Some(ip) = ip {
-            body.push_str(&format!(
-                "t python-direct-ip {PY} {tcp_py} {ip} {ap} /python-direct-ip\n",
-                ap = a.port
-            ));
-        }
         w.bash("bypass", &body)
     };
-    let ip = host_ipv4();
-    if ip.is_none() {
-        eprintln!(
-            "bypassing_the_proxy_reaches_nothing: no non-loopback IPv4 address here; the direct-IP sub-case is skipped"
-        );
-    }
-    let attempts = if ip.is_some() { 6 } else { 5 };
+    let attempts = 6;
 
     let c = World::new(u, "bypassing_the_proxy_reaches_nothing (control)");
     let (a, b) = (HostTcp::bind("0.0.0.0"), HostTcp::bind("0.0.0.0"));
-    let r = c.control(&script(&c, &a, &b, &ip));
+    let r = c.control(&script(&c, &a, &b));
     let mut seen = a.seen();
     seen.extend(b.seen());
     assert_control(&c, &r, &seen, attempts);
@@ -1219,24 +1366,23 @@ fn bypassing_the_proxy_reaches_nothing(u: User) {
     let w = World::new(u, "bypassing_the_proxy_reaches_nothing");
     let (a, b) = (HostTcp::bind("0.0.0.0"), HostTcp::bind("0.0.0.0"));
     let policy = w.policy(&[lo(a.port)]);
-    let r = w.exec(&policy, &script(&w, &a, &b, &ip));
+    let r = w.exec(&policy, &script(&w, &a, &b));
     let mut seen = a.seen();
     seen.extend(b.seen());
     assert_refused(&w, &r, &seen);
     // Direct connections die at Landlock (EACCES), not for want of a listener.
     for what in ["dev-tcp", "python-loopback", "python-direct-ip"] {
-        if let Some(l) = r
+        let l = r
             .lines("refused")
             .into_iter()
             .find(|l| l.starts_with(&format!("refused: {what}:")))
-        {
-            assert!(
-                l.contains("Permission denied"),
-                "{}: {what} must fail with EACCES: {l}\n{}",
-                w.label(),
-                r.show()
-            );
-        }
+            .unwrap_or("");
+        assert!(
+            l.contains("Permission denied"),
+            "{}: {what} must fail with EACCES: {l:?}\n{}",
+            w.label(),
+            r.show()
+        );
     }
     // The only decision the proxy made: the SOCKS5 fallback, refused.
     let (egress, _) = w.run_records();
@@ -1256,48 +1402,50 @@ fn bypassing_the_proxy_reaches_nothing(u: User) {
 // 4. UDP and DNS
 // ---------------------------------------------------------------------------------------------
 
-/// Case 4: UDP to a host socket on 127.0.0.1 and on the host's non-loopback address (the host
-/// answers `pong`; the control gets it), a DNS query to 1.1.1.1:53, a lookup through the
-/// system resolver, and `dig @1.1.1.1` where dig exists. Nothing reaches the host, nothing
-/// answers, and datagrams to anything but the namespace's own loopback are refused by the
-/// kernel at `sendto` (no route): no packet leaves. Each attempt waits at most 1 s.
+/// The name the DNS attempts look up; the case's [`HostDns`] answers it with [`netns::PUBLIC`].
+const EXFIL_NAME: &str = "exfil.pinfold-test.test";
+
+/// Case 4, in the case's own network namespace: UDP to a host socket on 127.0.0.1 and on a
+/// non-loopback address ([`netns::PUBLIC`]; the host answers `pong`), a DNS query to the case's
+/// resolver ([`netns::RESOLVER`], a [`HostDns`]), a lookup through the system resolver (the
+/// case's own resolv.conf naming that resolver), and `dig @RESOLVER` where dig exists. The
+/// control, without pinfold, gets every answer and the resolver logs its queries. Inside,
+/// nothing reaches the host or the resolver, nothing answers, and datagrams to anything but
+/// the sandbox's own loopback are refused by the kernel at `sendto` (no route): no packet
+/// leaves. Each attempt waits at most 1 s.
 fn udp_and_dns_reach_nothing(u: User) {
-    let ip = host_ipv4();
-    let script = |w: &World, l: &HostUdp, g: &Option<(HostUdp, String)>| {
-        let mut targets = vec![format!("('127.0.0.1', {})", l.port)];
-        if let Some((g, ip)) = g {
-            targets.push(format!("('{ip}', {})", g.port));
-        }
+    let _net = netns::TestNet::enter();
+    let public = netns::PUBLIC.to_string();
+    let script = |w: &World, l: &HostUdp, g: &HostUdp| {
         w.python(
             "udp",
             &format!(
-                "for addr in [{targets}]:\n\
+                "for addr in [('127.0.0.1', {lp}), ('{public}', {gp})]:\n\
                  \x20   try:\n\
                  \x20       s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1)\n\
                  \x20       s.sendto(b'ping-from-sandbox', addr); data, frm = s.recvfrom(100)\n\
                  \x20       print(f'ESCAPED: udp {{addr}}: got {{data!r}} from {{frm}}')\n\
                  \x20   except OSError as e:\n\
                  \x20       print(f'refused: udp {{addr}}: errno={{ename(e.errno)}} {{e}}')\n",
-                targets = targets.join(", ")
+                lp = l.port,
+                gp = g.port,
             ),
         )
     };
-    let global = |ip: &Option<String>| ip.as_ref().map(|ip| (HostUdp::bind("0.0.0.0"), ip.clone()));
-    let seen = |l: &HostUdp, g: &Option<(HostUdp, String)>| {
+    let seen = |l: &HostUdp, g: &HostUdp| {
         let mut v = l.seen();
-        if let Some((g, _)) = g {
-            v.extend(g.seen());
-        }
+        v.extend(g.seen());
         v
     };
+    let dns = HostDns::start(netns::RESOLVER, &[(EXFIL_NAME, netns::PUBLIC)]);
 
-    let c = World::new(u, "udp_and_dns_reach_nothing (control)");
-    let (l, g) = (HostUdp::bind("127.0.0.1"), global(&ip));
+    let c = World::new(u, "udp_and_dns_reach_nothing (control)").with_own_etc(&[]);
+    let (l, g) = (HostUdp::bind("127.0.0.1"), HostUdp::bind(&public));
     let r = c.control(&script(&c, &l, &g));
-    assert_control(&c, &r, &seen(&l, &g), if g.is_some() { 2 } else { 1 });
+    assert_control(&c, &r, &seen(&l, &g), 2);
 
-    let w = World::new(u, "udp_and_dns_reach_nothing");
-    let (l, g) = (HostUdp::bind("127.0.0.1"), global(&ip));
+    let w = World::new(u, "udp_and_dns_reach_nothing").with_own_etc(&[]);
+    let (l, g) = (HostUdp::bind("127.0.0.1"), HostUdp::bind(&public));
     let policy = w.policy(&[lo(1)]);
     let r = w.exec(&policy, &script(&w, &l, &g));
     assert_refused(&w, &r, &seen(&l, &g));
@@ -1307,51 +1455,65 @@ fn udp_and_dns_reach_nothing(u: User) {
         "{}: UDP must not involve the proxy: {egress:#?}",
         w.label()
     );
-    if let Some((_, ip)) = &g {
-        let line = r
-            .lines("refused: udp")
-            .into_iter()
-            .find(|x| x.contains(ip.as_str()))
-            .unwrap_or("");
-        assert!(
-            kernel_refused(line),
-            "{}: UDP to {ip} must fail at sendto (no route), not merely go unanswered: {line:?}\n{}",
-            w.label(),
-            r.show()
-        );
-    }
-
-    // DNS: a query to a public resolver, the system resolver, dig.
-    let q = "exfil-pinfold-test.example.com";
-    let dns = w.python(
-        "dns",
-        &format!(
-            "import struct, time\n\
-             name = {q:?}\n\
-             query = b'\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00' + b''.join(bytes([len(p)]) + p.encode() for p in name.split('.')) + b'\\x00\\x00\\x01\\x00\\x01'\n\
-             t0 = time.monotonic()\n\
-             try:\n\
-             \x20   s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1)\n\
-             \x20   s.sendto(query, ('1.1.1.1', 53))\n\
-             \x20   print('sent: dns query to 1.1.1.1:53 left sendto')\n\
-             \x20   print('ESCAPED: dns answer', s.recvfrom(512))\n\
-             except OSError as e:\n\
-             \x20   print(f'refused: dns 1.1.1.1:53: errno={{ename(e.errno)}} {{e}}')\n\
-             try:\n\
-             \x20   print('ESCAPED: resolver', socket.getaddrinfo(name, 80))\n\
-             except OSError as e:\n\
-             \x20   print(f'refused: resolver: {{e}}')\n\
-             print(f'took {{time.monotonic() - t0:.2f}} s')\n"
-        ),
+    let line = r
+        .lines("refused: udp")
+        .into_iter()
+        .find(|x| x.contains(public.as_str()))
+        .unwrap_or("");
+    assert!(
+        kernel_refused(line),
+        "{}: UDP to {public} must fail at sendto (no route), not merely go unanswered: {line:?}\n{}",
+        w.label(),
+        r.show()
     );
-    let r = w.exec(&policy, &dns);
-    assert_refused(&w, &r, &[]);
+
+    // DNS: a query to the resolver by address, then the system resolver.
+    let resolver = netns::RESOLVER;
+    let dns_script = |w: &World| {
+        w.python(
+            "dns",
+            &format!(
+                "import struct, time\n\
+                 name = {EXFIL_NAME:?}\n\
+                 query = b'\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00' + b''.join(bytes([len(p)]) + p.encode() for p in name.split('.')) + b'\\x00\\x00\\x01\\x00\\x01'\n\
+                 t0 = time.monotonic()\n\
+                 try:\n\
+                 \x20   s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1)\n\
+                 \x20   s.sendto(query, ('{resolver}', 53))\n\
+                 \x20   print('sent: dns query to {resolver}:53 left sendto')\n\
+                 \x20   print('ESCAPED: dns answer', s.recvfrom(512))\n\
+                 except OSError as e:\n\
+                 \x20   print(f'refused: dns {resolver}:53: errno={{ename(e.errno)}} {{e}}')\n\
+                 try:\n\
+                 \x20   print('ESCAPED: resolver', socket.getaddrinfo(name, 80))\n\
+                 except OSError as e:\n\
+                 \x20   print(f'refused: resolver: {{e}}')\n\
+                 print(f'took {{time.monotonic() - t0:.2f}} s')\n"
+            ),
+        )
+    };
+    let r = c.control(&dns_script(&c));
+    let asked = dns.seen();
+    assert_control(&c, &r, &asked, 2);
+    assert!(
+        r.stdout.contains(&format!("'{public}'"))
+            && asked
+                .iter()
+                .any(|q| q.starts_with(&format!("{EXFIL_NAME} 1 "))),
+        "{}: CONTROL FAILED: the system resolver must answer {EXFIL_NAME} with {public} from the \
+         case's own resolver\n  resolver saw: {asked:?}\n{}",
+        c.label(),
+        r.show()
+    );
+    dns.clear();
+    let r = w.exec(&policy, &dns_script(&w));
+    assert_refused(&w, &r, &dns.seen());
     assert!(
         !r.stdout.contains("sent: dns query")
-            && r.lines("refused: dns 1.1.1.1:53")
+            && r.lines(&format!("refused: dns {resolver}:53"))
                 .iter()
                 .any(|l| kernel_refused(l)),
-        "{}: a DNS query to 1.1.1.1 must fail at sendto (no route), not merely go unanswered\n{}",
+        "{}: a DNS query to {resolver} must fail at sendto (no route), not merely go unanswered\n{}",
         w.label(),
         r.show()
     );
@@ -1362,11 +1524,17 @@ fn udp_and_dns_reach_nothing(u: User) {
         w.label()
     );
     if Path::new("/usr/bin/dig").exists() {
-        let r = w.exec(
-            &policy,
-            &w.bash("dig", &format!("t dig dig +time=1 +tries=1 @1.1.1.1 {q}")),
-        );
-        assert_refused(&w, &r, &[]);
+        let dig = |w: &World| {
+            w.bash(
+                "dig",
+                &format!("t dig dig +time=1 +tries=1 +short @{resolver} {EXFIL_NAME}"),
+            )
+        };
+        let r = c.control(&dig(&c));
+        assert_control(&c, &r, &dns.seen(), 1);
+        dns.clear();
+        let r = w.exec(&policy, &dig(&w));
+        assert_refused(&w, &r, &dns.seen());
         let (egress, _) = w.run_records();
         assert!(
             egress.is_empty(),
@@ -1375,7 +1543,7 @@ fn udp_and_dns_reach_nothing(u: User) {
         );
     } else {
         eprintln!(
-            "udp_and_dns_reach_nothing: dig is not installed; the python3 query to 1.1.1.1:53 stands in for it"
+            "udp_and_dns_reach_nothing: dig is not installed; the python3 query to {resolver}:53 stands in for it"
         );
     }
 }
@@ -1481,19 +1649,45 @@ fn landlock_allows_only_connect_to_the_proxy(u: User) {
 // 6. Special addresses, names, `*.x` versus the apex
 // ---------------------------------------------------------------------------------------------
 
-/// Case 6: through the proxy, with a host listener A on 0.0.0.0 (so every local address reaches
-/// it): the cloud metadata address 169.254.169.254, names not on the list, other addresses of
-/// this host (127.0.0.2, 0.0.0.0, the non-loopback address) on A's port, `localhost` when only
-/// `127.0.0.1:A` is listed — all `403`, `refused` records, A sees nothing. Then `localhost:A`
-/// listed exactly works while `127.0.0.1:A` and `vm`/`runsc` (other names for 127.0.0.1 here,
-/// when /etc/hosts has them) are refused. `*.localhost` is a configuration error (pinfold does
-/// not start); `*.pinfold-test.invalid:A` does not cover the apex or `evil-pinfold-test.invalid`
-/// (not on the list) and its subdomain is refused because it does not resolve. (No name that
-/// resolves here has a subdomain that does, so a wildcard reaching loopback is proven only in
-/// `crates/egress/tests/proxy.rs`, with a fixed resolver table.)
+/// Names the case's own resolver answers in case 6: a "public" web server and, below a
+/// wildcard, the metadata address.
+const PUBLIC_NAME: &str = "public.pinfold-test.test";
+const WILD_META_NAME: &str = "meta.wild.pinfold-test.test";
+/// Another name for 127.0.0.1 in the case's own /etc/hosts.
+const LOOPBACK_ALIAS: &str = "loopback-alias.pinfold-test.test";
+
+/// Case 6, in the case's own network namespace and name service: a host listener A on 0.0.0.0
+/// (so every address of the namespace reaches it), a metadata-like listener on
+/// 169.254.169.254:80 ([`netns::METADATA`], also the address of `metadata.google.internal` in
+/// the case's hosts file) and a web server on [`netns::PUBLIC`]:80 (`public.pinfold-test.test`
+/// in the case's resolver). A control without pinfold reaches each of them by every URL below.
+/// Through the proxy, with only `127.0.0.1:A` listed: the metadata address, names not on the
+/// list, other addresses of this host (127.0.0.2, 0.0.0.0, `::ffff:127.0.0.2`, the non-loopback
+/// address) on A's port and `localhost` are all `403`, `refused` records without an address; no
+/// listener sees anything and names not on the list are never even looked up. Then
+/// `localhost:A` listed exactly works while `127.0.0.1:A` and another name for 127.0.0.1 (in
+/// the case's hosts file) are refused. `*.localhost` is a configuration error (pinfold does
+/// not start). `*.wild.pinfold-test.test` covers `meta.wild.pinfold-test.test`, which the
+/// case's resolver answers with the metadata address: refused for that address (the control
+/// reaches the metadata listener by it). `*.pinfold-test.invalid:A` does not cover the apex or
+/// `evil-pinfold-test.invalid` (neither looked up), and its subdomain is refused because the
+/// resolver answers NXDOMAIN.
 fn special_addresses_and_names_refused(u: User) {
-    let w = World::new(u, "special_addresses_and_names_refused");
+    let _net = netns::TestNet::enter();
+    let dns = HostDns::start(
+        netns::RESOLVER,
+        &[
+            (PUBLIC_NAME, netns::PUBLIC),
+            (WILD_META_NAME, netns::METADATA),
+        ],
+    );
+    let w = World::new(u, "special_addresses_and_names_refused").with_own_etc(&[
+        (netns::METADATA_NAME, netns::METADATA.to_string()),
+        (LOOPBACK_ALIAS, "127.0.0.1".to_string()),
+    ]);
     let a = HostTcp::bind("0.0.0.0");
+    let meta = HostTcp::bind_at(&netns::METADATA.to_string(), 80);
+    let web = HostTcp::bind_at(&netns::PUBLIC.to_string(), 80);
     let p = a.port;
     let probe = |name: &str, urls: &[String], tail: &str| {
         let mut body: String = urls
@@ -1503,24 +1697,58 @@ fn special_addresses_and_names_refused(u: User) {
         body.push_str(tail);
         w.bash(name, &body)
     };
+    // What reached any listener, and the names the case's resolver was asked for.
+    let seen_all = || {
+        let mut v = a.seen();
+        v.extend(
+            meta.seen()
+                .iter()
+                .map(|s| format!("metadata listener: {s}")),
+        );
+        v.extend(web.seen().iter().map(|s| format!("web listener: {s}")));
+        v
+    };
+    let asked = |v: &[String], name: &str| v.iter().any(|q| q.starts_with(&format!("{name} ")));
+    let clear_all = || {
+        a.clear();
+        meta.clear();
+        web.clear();
+        dns.clear();
+    };
 
     // Only the IP literal is listed.
-    let policy = w.policy(&[lo(p)]);
-    let mut urls = vec![
-        "http://169.254.169.254/latest/meta-data/".to_string(),
-        format!("http://169.254.169.254:{p}/metadata"),
-        "http://metadata.google.internal/computeMetadata/v1/".to_string(),
-        "http://example.com/".to_string(),
+    let (m, public) = (netns::METADATA, netns::PUBLIC);
+    let urls = vec![
+        format!("http://{m}/latest/meta-data/"),
+        format!("http://{m}:{p}/metadata"),
+        format!("http://{}/computeMetadata/v1/", netns::METADATA_NAME),
+        format!("http://{PUBLIC_NAME}/"),
         format!("http://127.0.0.2:{p}/other-loopback"),
         format!("http://0.0.0.0:{p}/unspecified"),
         format!("http://[::ffff:127.0.0.2]:{p}/mapped"),
         format!("http://localhost:{p}/name-of-listed-ip"),
+        format!("http://{public}:{p}/host-ip"),
     ];
-    if let Some(ip) = host_ipv4() {
-        urls.push(format!("http://{ip}:{p}/host-ip"));
-    }
+    let r = w.control(&probe("ip-listed", &urls, ""));
+    let (seen, resolved) = (seen_all(), dns.seen());
+    assert_control(&w, &r, &seen, urls.len());
+    assert!(
+        meta.seen().len() == 2 && web.seen().len() == 1 && asked(&resolved, PUBLIC_NAME),
+        "{}: CONTROL FAILED: the metadata listener must see 2 requests and the web server 1, \
+         {PUBLIC_NAME} resolved by the case's resolver\n  seen: {seen:?}\n  resolver: {resolved:?}\n{}",
+        w.label(),
+        r.show()
+    );
+    clear_all();
+    let policy = w.policy(&[lo(p)]);
     let r = w.exec(&policy, &probe("ip-listed", &urls, ""));
-    assert_refused(&w, &r, &a.seen());
+    let mut seen = seen_all();
+    seen.extend(
+        dns.seen()
+            .iter()
+            .map(|q| format!("the resolver was asked: {q}")),
+    );
+    assert_refused(&w, &r, &seen);
     let (egress, _) = w.run_records();
     let d = decisions(&egress);
     assert!(
@@ -1534,23 +1762,15 @@ fn special_addresses_and_names_refused(u: User) {
 
     // The name listed exactly.
     let policy = w.policy(&[format!("localhost:{p}")]);
-    let mut other_names = Vec::new();
-    let hosts = fs::read_to_string("/etc/hosts").unwrap_or_default();
-    for n in ["vm", "runsc"] {
-        if hosts.lines().any(|l| {
-            l.split_whitespace().next() == Some("127.0.0.1")
-                && l.split_whitespace().skip(1).any(|x| x == n)
-        }) {
-            other_names.push(format!("http://{n}:{p}/other-name"));
-        }
-    }
-    let mut urls = vec![format!("http://127.0.0.1:{p}/ip-of-listed-name")];
-    urls.extend(other_names);
+    let urls = [
+        format!("http://127.0.0.1:{p}/ip-of-listed-name"),
+        format!("http://{LOOPBACK_ALIAS}:{p}/other-name"),
+    ];
     let exact_probe = format!(
         "curl -sS -m 5 -o /dev/null -w 'exact=%{{http_code}}\\n' http://localhost:{p}/exact\n"
     );
     let r = w.exec(&policy, &probe("name-listed", &urls, &exact_probe));
-    let seen = a.seen();
+    let seen = seen_all();
     let exact: Vec<&String> = seen
         .iter()
         .filter(|s| s.starts_with("GET /exact "))
@@ -1574,7 +1794,7 @@ fn special_addresses_and_names_refused(u: User) {
         "{}: {egress:#?}",
         w.label()
     );
-    a.clear();
+    clear_all();
 
     // A wildcard over a special-use name space is not a valid entry: pinfold does not start.
     let policy = w.policy(&[format!("*.localhost:{p}")]);
@@ -1590,15 +1810,41 @@ fn special_addresses_and_names_refused(u: User) {
         !r.started()
             && r.code == Some(2)
             && r.stderr.contains("invalid host")
-            && a.seen().is_empty(),
+            && seen_all().is_empty(),
         "{}: `*.localhost` must be a configuration error, nothing run\n{}",
         w.label(),
         r.show()
     );
     w.skip_records();
 
+    // A listed wildcard whose subdomain resolves to the metadata address: refused for the
+    // address, after the lookup; the control reaches the metadata listener by that name.
+    let url = [format!("http://{WILD_META_NAME}/latest/meta-data/")];
+    let r = w.control(&probe("wildcard-meta", &url, ""));
+    assert_control(&w, &r, &meta.seen(), 1);
+    clear_all();
+    let policy = w.policy(&["*.wild.pinfold-test.test".to_string()]);
+    let r = w.exec(&policy, &probe("wildcard-meta", &url, ""));
+    assert_refused(&w, &r, &seen_all());
+    let (egress, _) = w.run_records();
+    let resolved = dns.seen();
+    assert!(
+        egress.len() == 1
+            && egress[0]["outcome"] == "refused"
+            && egress[0]["addr"].is_null()
+            && egress[0]["reason"]
+                .as_str()
+                .is_some_and(|s| s.contains(&format!("resolves to {m}, a cloud metadata address")))
+            && asked(&resolved, WILD_META_NAME),
+        "{}: {WILD_META_NAME} must be looked up and refused for its metadata address\n  \
+         resolver: {resolved:?}\n  records: {egress:#?}",
+        w.label()
+    );
+    clear_all();
+
     // A wildcard covers subdomains only: not the apex, not a look-alike. `.invalid` names never
-    // resolve (RFC 6761), so the listed subdomain is refused at resolution whatever the host's DNS.
+    // resolve (RFC 6761): the case's resolver answers NXDOMAIN, so the listed subdomain is
+    // refused at resolution.
     let policy = w.policy(&[format!("*.pinfold-test.invalid:{p}")]);
     let urls = [
         format!("http://pinfold-test.invalid:{p}/apex"),
@@ -1606,7 +1852,7 @@ fn special_addresses_and_names_refused(u: User) {
         format!("http://sub.pinfold-test.invalid:{p}/sub"),
     ];
     let r = w.exec(&policy, &probe("wildcard", &urls, ""));
-    assert_refused(&w, &r, &a.seen());
+    assert_refused(&w, &r, &seen_all());
     let (egress, _) = w.run_records();
     let reasons: Vec<(&str, &str)> = egress
         .iter()
@@ -1617,13 +1863,19 @@ fn special_addresses_and_names_refused(u: User) {
             )
         })
         .collect();
+    let resolved = dns.seen();
     assert!(
         egress.len() == 3
             && egress.iter().all(|e| e["outcome"] == "refused")
             && reasons[0].1.contains("not on the allowlist")
             && reasons[1].1.contains("not on the allowlist")
-            && reasons[2].1.contains("does not resolve"),
-        "{}: the apex and the look-alike are not on the list; the subdomain is, and fails to resolve: {reasons:#?}",
+            && reasons[2].1.contains("does not resolve")
+            && asked(&resolved, "sub.pinfold-test.invalid")
+            && resolved
+                .iter()
+                .all(|q| q.starts_with("sub.pinfold-test.invalid ")),
+        "{}: the apex and the look-alike are not on the list (and not looked up); the subdomain \
+         is, and fails to resolve\n  resolver: {resolved:?}\n  reasons: {reasons:#?}",
         w.label()
     );
 }

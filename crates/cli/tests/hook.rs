@@ -260,7 +260,7 @@ fn recorded_payloads_default_policy() {
         ("Grep the project: no opinion", "Grep", json!({"pattern": "fn main", "glob": "*.rs"})),
         ("Glob under ~/.aws", "Glob", json!({"pattern": "**/*", "path": w.home.join(".aws")})),
         ("Glob with an absolute pattern", "Glob", json!({"pattern": format!("{}/.gnupg/*", w.home.display())})),
-        ("Other tool: no opinion", "WebFetch", json!({"url": "https://example.com", "prompt": "summarise"})),
+        ("Other tool: no opinion", "WebFetch", json!({"url": "https://example.com", "prompt": "summarise"})), // address-literal: never connected (hook input, judged only)
     ];
     for (what, tool, input) in cases {
         let o = w.hook(tool, input);

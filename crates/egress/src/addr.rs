@@ -117,6 +117,7 @@ fn classify_v6(ip: Ipv6Addr) -> Option<AddrClass> {
     })
 }
 
+// address-literal: never connected (classification only)
 #[cfg(test)]
 mod tests {
     use super::*;

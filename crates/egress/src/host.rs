@@ -384,6 +384,7 @@ fn minimize(mut v: Vec<HostPattern>) -> Vec<HostPattern> {
         .collect()
 }
 
+// address-literal: never connected (patterns parsed and matched only)
 #[cfg(test)]
 mod tests {
     use super::*;

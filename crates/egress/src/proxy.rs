@@ -1087,6 +1087,7 @@ mod tests {
         assert!(h.contains_key("accept"));
     }
 
+    // address-literal: never connected (server names compared only)
     #[test]
     fn sni_rules() {
         let tls = |host: &str, ip: bool| Expect::Tls {

@@ -143,6 +143,7 @@ fn parse_client_hello(body: &[u8]) -> Result<Option<String>, &'static str> {
     Ok(sni)
 }
 
+// address-literal: never connected (ClientHello bytes parsed only)
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,7 @@
 //! The proxy against real servers on loopback: a plain HTTP upstream, a TLS upstream with a
-//! test CA (rcgen), real `curl` and hand-written clients for what curl will not do.
+//! test CA (rcgen), real `curl` and hand-written clients for what curl will not do. Special
+//! addresses (cloud metadata, private) are the test's own, in a network namespace it makes
+//! (`support/netns.rs`).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -16,19 +18,32 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::UnboundedReceiver;
 
+#[path = "support/netns.rs"]
+mod netns;
+
 const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 // --- upstreams ---------------------------------------------------------------------------------
 
 /// A plain HTTP server: answers every request with its own request head as the body.
 async fn http_upstream() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    http_upstream_at(SocketAddr::new(LOCAL, 0)).await.0
+}
+
+/// [`http_upstream`] listening on `bind`, with the number of connections it accepted.
+async fn http_upstream_at(bind: SocketAddr) -> (SocketAddr, Arc<AtomicUsize>) {
+    let l = TcpListener::bind(bind)
+        .await
+        .unwrap_or_else(|e| panic!("listen on {bind}: {e}"));
     let addr = l.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
     tokio::spawn(async move {
         loop {
             let Ok((mut s, _)) = l.accept().await else {
                 return;
             };
+            count.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
                 let mut head = Vec::new();
                 let mut buf = [0u8; 4096];
@@ -48,7 +63,7 @@ async fn http_upstream() -> SocketAddr {
             });
         }
     });
-    addr
+    (addr, accepted)
 }
 
 struct Tls {
@@ -174,8 +189,6 @@ fn names() -> BTreeMap<String, Vec<IpAddr>> {
     ] {
         m.insert(n.to_string(), vec![LOCAL]);
     }
-    m.insert("meta.test".into(), vec!["169.254.169.254".parse().unwrap()]);
-    m.insert("private.test".into(), vec!["10.0.0.7".parse().unwrap()]);
     m
 }
 
@@ -365,62 +378,122 @@ async fn ports_are_limited() {
     assert_eq!(refused(&p.event().await), &Refusal::NotAllowed);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn names_resolving_to_special_addresses_are_refused_unless_listed() {
-    let up = http_upstream().await;
-    let port = up.port();
-    let mut names = names();
-    names.insert(
-        "x.meta.test".into(),
-        vec!["169.254.169.254".parse().unwrap()],
-    );
-    names.insert("x.fd.test".into(), vec!["fd00:ec2::254".parse().unwrap()]);
-    names.insert("x.lan.test".into(), vec!["192.168.1.10".parse().unwrap()]);
-    let allow = [
-        format!("*.wild.test:{port}"),
-        format!("plain.test:{port}"),
-        "*.meta.test".to_string(),
-        "*.fd.test".to_string(),
-        "*.lan.test".to_string(),
-    ];
-    let mut p = proxy_with(&allow, Resolver::Fixed(names), Limits::default()).await;
-    // A wildcard entry whose name resolves to 127.0.0.1: refused, nothing connected.
-    let (status, body) = curl_via(&p, &format!("http://a.wild.test:{port}/"), &[]).await;
-    assert_eq!(status, 403);
-    assert_eq!(
-        body,
-        "pinfold egress: resolves to 127.0.0.1, a loopback address; list the name or address exactly to allow it\n"
-    );
-    let e = p.event().await;
-    assert_eq!(
-        refused(&e),
-        &Refusal::Address {
-            ip: LOCAL,
-            class: AddrClass::Loopback
+/// Run `body` on a tokio runtime whose threads are all in a network namespace of the test's own
+/// (see `support/netns.rs`): what the proxy connects to there is the test's, whatever it is.
+fn in_test_net(body: impl std::future::Future<Output = ()>) {
+    let _net = netns::TestNet::enter();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(body);
+}
+
+/// Names behind wildcard entries that resolve to loopback, cloud metadata (IPv4 and IPv6) or
+/// private addresses are refused with the class named; the same names listed exactly are
+/// allowed. The special addresses are the test's own: they are on the loopback interface of the
+/// test's network namespace, each with a listener on port 80. A control proxy that lists the
+/// names (and the metadata address) exactly reaches every listener, so the refusals are the
+/// guard's doing and not a missing server, and after them no listener saw another connection.
+#[test]
+fn names_resolving_to_special_addresses_are_refused_unless_listed() {
+    in_test_net(async {
+        let up = http_upstream().await;
+        let port = up.port();
+        let special = [
+            (
+                "x.meta.test",
+                IpAddr::V4(netns::METADATA),
+                AddrClass::CloudMetadata,
+            ),
+            (
+                "x.fd.test",
+                IpAddr::V6(netns::METADATA_V6),
+                AddrClass::CloudMetadata,
+            ),
+            ("x.lan.test", IpAddr::V4(netns::PRIVATE), AddrClass::Private),
+        ];
+        let mut names = names();
+        let mut listeners = Vec::new();
+        for (name, ip, _) in special {
+            names.insert(name.into(), vec![ip]);
+            listeners.push(http_upstream_at(SocketAddr::new(ip, 80)).await.1);
         }
-    );
-    assert_eq!(e.addr, None);
-    // The same address behind a name listed exactly: the user said so.
-    let (status, _) = curl_via(&p, &format!("http://plain.test:{port}/"), &[]).await;
-    assert_eq!(status, 200);
-    assert_eq!(p.event().await.outcome, Outcome::Allowed);
-    // Metadata and private addresses behind wildcards: refused, with the class named.
-    for (name, class) in [
-        ("x.meta.test", AddrClass::CloudMetadata),
-        ("x.fd.test", AddrClass::CloudMetadata),
-        ("x.lan.test", AddrClass::Private),
-    ] {
-        let (status, body) = curl_via(&p, &format!("http://{name}/latest/meta-data/"), &[]).await;
-        assert_eq!(status, 403, "{name}");
-        assert!(body.contains(&format!("a {class} address")), "{body}");
-        assert!(
-            matches!(refused(&p.event().await), Refusal::Address { class: c, .. } if *c == class)
+        let reached =
+            || -> Vec<usize> { listeners.iter().map(|n| n.load(Ordering::SeqCst)).collect() };
+        let metadata_url = format!("http://{}/latest/meta-data/", netns::METADATA);
+
+        // The control: listed exactly, each name (and the literal) reaches its listener.
+        let mut exact: Vec<String> = special.iter().map(|(n, ..)| n.to_string()).collect();
+        exact.push(netns::METADATA.to_string());
+        let mut c = proxy_with(&exact, Resolver::Fixed(names.clone()), Limits::default()).await;
+        for (name, ..) in special {
+            let url = format!("http://{name}/latest/meta-data/");
+            let (status, body) = curl_via(&c, &url, &[]).await;
+            assert_eq!(status, 200, "control: {name} listed exactly: {body}");
+            assert_eq!(c.event().await.outcome, Outcome::Allowed);
+        }
+        let (status, body) = curl_via(&c, &metadata_url, &[]).await;
+        assert_eq!(
+            status, 200,
+            "control: the metadata address listed exactly: {body}"
         );
-    }
-    // An IP literal that is not listed: not on the allowlist at all.
-    let (status, _) = curl_via(&p, "http://169.254.169.254/", &[]).await;
-    assert_eq!(status, 403);
-    assert_eq!(refused(&p.event().await), &Refusal::NotAllowed);
+        assert_eq!(c.event().await.outcome, Outcome::Allowed);
+        assert_eq!(
+            reached(),
+            [2, 1, 1],
+            "control: every listener of the test's namespace must be reachable (metadata twice)"
+        );
+
+        let allow = [
+            format!("*.wild.test:{port}"),
+            format!("plain.test:{port}"),
+            "*.meta.test".to_string(),
+            "*.fd.test".to_string(),
+            "*.lan.test".to_string(),
+        ];
+        let mut p = proxy_with(&allow, Resolver::Fixed(names), Limits::default()).await;
+        // A wildcard entry whose name resolves to 127.0.0.1: refused, nothing connected.
+        let (status, body) = curl_via(&p, &format!("http://a.wild.test:{port}/"), &[]).await;
+        assert_eq!(status, 403);
+        assert_eq!(
+            body,
+            "pinfold egress: resolves to 127.0.0.1, a loopback address; list the name or address exactly to allow it\n"
+        );
+        let e = p.event().await;
+        assert_eq!(
+            refused(&e),
+            &Refusal::Address {
+                ip: LOCAL,
+                class: AddrClass::Loopback
+            }
+        );
+        assert_eq!(e.addr, None);
+        // The same address behind a name listed exactly: the user said so.
+        let (status, _) = curl_via(&p, &format!("http://plain.test:{port}/"), &[]).await;
+        assert_eq!(status, 200);
+        assert_eq!(p.event().await.outcome, Outcome::Allowed);
+        // Metadata and private addresses behind wildcards: refused, with the address and class.
+        for (name, ip, class) in special {
+            let (status, body) =
+                curl_via(&p, &format!("http://{name}/latest/meta-data/"), &[]).await;
+            assert_eq!(status, 403, "{name}");
+            assert!(body.contains(&format!("a {class} address")), "{body}");
+            let e = p.event().await;
+            assert_eq!(refused(&e), &Refusal::Address { ip, class }, "{name}");
+            assert_eq!(e.addr, None, "{name}");
+        }
+        // An IP literal that is not listed: not on the allowlist at all.
+        let (status, _) = curl_via(&p, &metadata_url, &[]).await;
+        assert_eq!(status, 403);
+        assert_eq!(refused(&p.event().await), &Refusal::NotAllowed);
+        assert_eq!(
+            reached(),
+            [2, 1, 1],
+            "GUARD FAILED: a refused request reached a listener of the test's namespace"
+        );
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

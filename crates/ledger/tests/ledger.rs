@@ -607,6 +607,7 @@ fn damaged_last_record_refuses_appends() {
 }
 
 #[test]
+// address-literal: never connected (a recorded command, never run)
 fn redaction_keeps_a_hash_of_the_original() {
     let dir = tempfile::tempdir().unwrap();
     let data = json!({"command": "git clone https://u:hunter2@example.com/r && echo ghp_abcdefghijklmnopqrstuvwxyz0123"});

@@ -92,6 +92,7 @@ pub fn merge_presets(presets: &[&SandboxPreset]) -> Option<SandboxPreset> {
     })
 }
 
+// address-literal: never connected (allowlists merged only)
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -315,6 +315,7 @@ fn display_of_errors() {
 
 // --- formats -----------------------------------------------------------------------------------
 
+// address-literal: never connected (configuration parsed only)
 const TOML_POLICY: &str = r#"
 [defaults]
 action = "deny"
@@ -343,6 +344,7 @@ expect = "allow"
 cwd = "sub"
 "#;
 
+// address-literal: never connected (configuration parsed only)
 const YAML_POLICY: &str = r#"
 defaults:
   action: deny
@@ -365,6 +367,7 @@ tests:
     cwd: sub
 "#;
 
+// address-literal: never connected (configuration parsed only)
 const JSON_POLICY: &str = r#"{
   "$schema": "https://example.invalid/pinfold.schema.json",
   "defaults": {"action": "deny"},
@@ -405,6 +408,7 @@ fn shape(c: &Config) -> serde_json::Value {
     v
 }
 
+// address-literal: never connected (configuration parsed only)
 #[test]
 fn toml_yaml_and_json_give_the_same_config() {
     let o = opts(Path::new("/proj"));
@@ -1080,6 +1084,7 @@ fn audit_keys_are_checked() {
 
 // --- network: hosts, upstream roots, endpoints, credentials -----------------------------------
 
+// address-literal: never connected (configuration parsed only)
 const NETWORK_POLICY: &str = r#"
 [sandbox.build]
 network.allow = true
@@ -1102,6 +1107,7 @@ file = "~/.secrets/npm"
 command = "vault read -field=token secret/x"
 "#;
 
+// address-literal: never connected (configuration parsed only)
 #[test]
 fn network_hosts_endpoints_and_credentials_resolve() {
     let c = toml(NETWORK_POLICY).unwrap();
@@ -1128,6 +1134,7 @@ fn network_hosts_endpoints_and_credentials_resolve() {
     );
 }
 
+// address-literal: never connected (configuration parsed only)
 #[test]
 fn network_settings_in_yaml_and_json_match_toml() {
     let yaml = r#"
@@ -1154,6 +1161,7 @@ credentials:
     assert_eq!((ep.header.as_str(), ep.format.as_str()), ("Authorization", "Bearer {}"));
 }
 
+// address-literal: never connected (configuration parsed only)
 #[test]
 fn malformed_hosts_point_at_the_entry() {
     for (entry, needle) in [
@@ -1194,6 +1202,7 @@ fn upstream_ca_lists_files() {
     assert!(m.contains("expected an array"), "{m}");
 }
 
+// address-literal: never connected (configuration parsed only)
 #[test]
 fn endpoint_errors() {
     let base = "[credentials.gh]\nenv = 'GH_TOKEN'\n[sandbox.b]\nnetwork.allow = true\n";
