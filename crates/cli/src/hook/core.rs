@@ -38,6 +38,7 @@ pub struct Shell {
 // --- what the hook decided, for the ledger (`hook::run` writes the record) ---
 
 /// A decision this call made: the policy's `[audit]` settings and the record's payload.
+#[derive(Debug)]
 pub struct Decided {
     pub audit: Audit,
     pub data: Value,

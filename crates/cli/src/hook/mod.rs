@@ -94,6 +94,27 @@ enum Fail {
     Deny(fn(&str) -> String),
 }
 
+/// An adapter's answer to a payload: `None` for no opinion.
+type Answer = fn(&[u8]) -> Result<Option<String>, Error>;
+
+/// Each agent: its name, its adapter and how its protocol blocks a call.
+const ADAPTERS: [(&str, Answer, Fail); 5] = [
+    ("claude-code", claude::answer, Fail::Exit2),
+    ("codex", codex::answer, Fail::Exit2),
+    ("gemini", gemini::answer, Fail::Exit2),
+    ("cursor", cursor::answer, Fail::Deny(cursor::failure)),
+    ("copilot", copilot::answer, Fail::Deny(copilot::failure)),
+];
+
+/// The answer `agent`'s adapter gives to `input`, in this process: no guard, no ledger
+/// record (for the fuzz targets). `None` for an agent pinfold has no adapter for.
+pub fn answer_in_process(agent: &str, input: &[u8]) -> Option<Result<Option<String>, String>> {
+    let (_, answer, _) = ADAPTERS.iter().find(|a| a.0 == agent)?;
+    let out = answer(input).map_err(|e| e.one_line());
+    core::take_decided();
+    Some(out)
+}
+
 /// The time budget for a whole answer when `PINFOLD_HOOK_TIMEOUT_MS` does not set one: far
 /// above the few milliseconds an answer takes, well below the agents' own hook timeouts
 /// (60 s by default in Claude Code and Gemini CLI), past which they let the call through.
@@ -113,13 +134,15 @@ const MAX_ANSWER: usize = 16 << 20;
 /// guard instead: no failure of the judging code can end the hook with a status the agent
 /// reads as "go ahead".
 pub fn run(args: HookArgs) -> Result<i32, Error> {
-    type Answer = fn(&[u8]) -> Result<Option<String>, Error>;
-    let (agent, answer, fail): (&str, Answer, Fail) = match args.agent {
-        Agent::ClaudeCode => ("claude-code", claude::answer, Fail::Exit2),
-        Agent::Codex => ("codex", codex::answer, Fail::Exit2),
-        Agent::Gemini => ("gemini", gemini::answer, Fail::Exit2),
-        Agent::Cursor => ("cursor", cursor::answer, Fail::Deny(cursor::failure)),
-        Agent::Copilot => ("copilot", copilot::answer, Fail::Deny(copilot::failure)),
+    let name = match args.agent {
+        Agent::ClaudeCode => "claude-code",
+        Agent::Codex => "codex",
+        Agent::Gemini => "gemini",
+        Agent::Cursor => "cursor",
+        Agent::Copilot => "copilot",
+    };
+    let Some(&(agent, answer, fail)) = ADAPTERS.iter().find(|a| a.0 == name) else {
+        unreachable!("every agent has an adapter");
     };
     // A panic is an internal error: fail closed, not with Rust's 101 (the worker inherits
     // this hook with the fork).
@@ -195,7 +218,7 @@ fn budget() -> Duration {
 }
 
 /// The worker: answer the call, record the decision, write the answer; the exit status.
-fn decide(agent: &str, answer: fn(&[u8]) -> Result<Option<String>, Error>, fail: Fail, input: &[u8]) -> i32 {
+fn decide(agent: &str, answer: Answer, fail: Fail, input: &[u8]) -> i32 {
     let mut out = answer(input);
     // The decision goes to the ledger before the agent hears it; if it cannot, the call is
     // blocked (see record.rs). A failure is recorded too, when the ledger can take it.

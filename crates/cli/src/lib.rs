@@ -1,0 +1,606 @@
+//! `pinfold`: the command line. Thin glue: parse flags, load configuration, call the crates,
+//! map outcomes to exit codes and output. Exit codes are documented in [`exit`]. The binary
+//! (`main.rs`) is the process's start-up around [`run_main`]; [`hook::answer_in_process`] is
+//! here for the fuzz targets (`fuzz/`).
+
+mod audit;
+mod check;
+mod exec;
+mod exit;
+mod git_guard;
+pub mod hook;
+mod record;
+mod trust;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use pinfold_policy::config::{self, LoadOptions};
+use pinfold_policy::Policy;
+
+/// Let AI agents run shell commands without wrecking the machine.
+///
+/// pinfold parses a command the way bash would, splits it into the simple commands it
+/// would run, and judges each against allow / ask / deny rules. What it cannot parse or
+/// resolve is never allowed.
+#[derive(Debug, Parser)]
+#[command(name = "pinfold", version, max_term_width = 100, after_help = exit::SUMMARY)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Judge a command against the policy: allow, ask or deny, and why.
+    ///
+    /// Give the command as one argument, read as shell text (`pinfold check -- 'git status &&
+    /// make'`); as several arguments, an argv that pinfold quotes word by word (so
+    /// `pinfold check -- rm -rf 'my dir'` names one directory); or on standard input.
+    ///
+    /// Options go before the command: every argument from the command's first word on is part
+    /// of the command, so `pinfold check ls --json` judges `ls --json`.
+    #[command(after_help = exit::CHECK)]
+    Check(CheckArgs),
+    /// Check policy files for mistakes without judging anything.
+    ///
+    /// With FILE, checks that file (and what it extends); otherwise the files pinfold would
+    /// load in the working directory. Prints what was loaded.
+    #[command(after_help = "Exit status: 0 the policy is valid, 2 usage or configuration error.")]
+    Validate(FileArgs),
+    /// Run the policy's own tests: each rule's `tests` and every `[[tests]]` case.
+    ///
+    /// Failures name the rule's location, the command, and the verdict it got instead.
+    #[command(after_help = "Exit status: 0 every test passed, 1 a test failed, 2 usage or configuration error.")]
+    Test(FileArgs),
+    /// Judge a command, then run it in a sandbox the kernel enforces.
+    ///
+    /// The command runs only if the policy allows it, inside the sandbox preset the policy
+    /// names: writes only under the preset's writable roots, denied paths read-only or hidden,
+    /// network off unless the preset allows it, secrets removed from the environment. If the
+    /// kernel cannot enforce that, nothing runs.
+    #[command(after_help = exit::EXEC)]
+    Exec(exec::ExecArgs),
+    /// Report what this machine's kernel can enforce, and which agents' hooks guard them
+    /// (installed, runnable, failing closed), and what to change where not.
+    #[command(after_help = "Exit status: 0 every layer is available and every agent in use is guarded, 1 a layer is missing or an agent is not guarded (see `agent hooks`).")]
+    Doctor(exec::DoctorArgs),
+    /// Inspect the configuration format.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Answer an agent's pre-tool hook: allow, ask or deny, sandboxing what needs it.
+    ///
+    /// Shell commands come back rewritten so that each part that needs a sandbox runs in
+    /// `pinfold exec` (see docs/hooks.md).
+    #[command(after_help = "Exit status: 0 decided (the answer is on stdout), 2 the input or the policy could not be read: the agent blocks the call.")]
+    Hook(hook::HookArgs),
+    /// Install `pinfold hook <agent>` into an agent's settings file.
+    ///
+    /// Keeps everything else in the file; running it twice changes nothing; a file that is not
+    /// valid JSON is refused, not overwritten. Without --agent, installs for every agent whose
+    /// settings directory exists in the scope.
+    #[command(after_help = "Exit status: 0 installed (or already installed), 2 usage error or a settings file that cannot be read or written.")]
+    Init(hook::init::InitArgs),
+    /// Turn another tool's permission rules into pinfold rules (printed as TOML).
+    #[command(after_help = "Exit status: 0 printed, 2 usage error or a settings file that cannot be read.")]
+    Import(hook::import::ImportArgs),
+    /// Read and verify the audit ledger: every decision pinfold recorded, hash-chained and
+    /// signed (docs/ledger.md).
+    Audit(audit::AuditArgs),
+    /// Approve project policy files that a sandboxed command could have written.
+    ///
+    /// pinfold does not read a project policy file created or changed while `pinfold exec`
+    /// let a sandboxed command write its directory: it may be the agent's, not yours. Read
+    /// the file, then run this outside any sandbox to approve its present content (a later
+    /// change needs approving again). With no FILE, the project policy files pinfold would
+    /// load in the working directory.
+    #[command(after_help = "Exit status: 0 approved, 2 usage error or a file that cannot be read.")]
+    Trust(TrustArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the JSON Schema of policy files (TOML, YAML and JSON share it).
+    Schema,
+}
+
+#[derive(Debug, Args, PartialEq)]
+struct CheckArgs {
+    /// Use only this policy file (plus what it extends), not the global and project files.
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Judge as if run in DIR: where the project policy is found and relative paths point.
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Print the verdict as JSON.
+    #[arg(long, conflicts_with = "explain")]
+    json: bool,
+    /// Print every simple command found, its verdict and the rules that matched.
+    #[arg(long)]
+    explain: bool,
+    /// The command: one argument is shell text, several are an argv. Omit to read stdin.
+    #[arg(value_name = "COMMAND", trailing_var_arg = true)]
+    command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct TrustArgs {
+    /// Policy files to approve; default: the project's, found from the working directory.
+    #[arg(value_name = "FILE")]
+    files: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct FileArgs {
+    /// The policy file; default: the files pinfold would load here.
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// The same as FILE, spelled as for `check`.
+    #[arg(short = 'c', long = "config", value_name = "FILE", conflicts_with = "file")]
+    config: Option<PathBuf>,
+    /// Look for policy files as if run in DIR.
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+}
+
+/// Everything `pinfold` does after the process's start-up (`main.rs`): route the sandbox
+/// helper, read the arguments, run the command, exit with its status.
+pub fn run_main() -> std::convert::Infallible {
+    // The sandbox re-executes pinfold as its helper: route that before any flag parsing.
+    let raw: Vec<String> = std::env::args().collect();
+    if raw.get(1).map(String::as_str) == Some(pinfold_sandbox::HELPER_ARG) {
+        pinfold_sandbox::helper_main(&raw[2..]);
+    }
+    // `check` runs before every command an agent runs: its usual argv is read here without
+    // building clap's command tree, about a fifth of a whole `check` (docs/benchmarks.md).
+    // Anything else, help and every error included, is clap's to parse and to word.
+    // `exec` likewise, for the forms the agent hooks write (`exec --sandbox P -- TEXT`).
+    let args = raw.get(1..).unwrap_or_default();
+    let command = quick_check_args(args)
+        .map(Command::Check)
+        .or_else(|| quick_exec_args(args).map(Command::Exec))
+        .unwrap_or_else(|| Cli::parse().command);
+    let code = match run(command) {
+        Ok(code) => code,
+        Err(e) => {
+            report(&e);
+            exit::USAGE
+        }
+    };
+    let _ = std::io::stdout().flush();
+    std::process::exit(code);
+}
+
+/// Print an error for a person: headline, causes, hint.
+pub(crate) fn report(e: &anyhow_lite::Error) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "error: {}", e.headline);
+    for c in &e.causes {
+        let _ = writeln!(err, "  caused by: {c}");
+    }
+    if let Some(h) = &e.hint {
+        let _ = writeln!(err, "hint: {h}");
+    }
+}
+
+/// `pinfold check`'s arguments when they are in a form clap would read the same way: options
+/// before the command, each at most once, `--json` or `--explain` not both, option values
+/// that cannot be mistaken for flags. `None` for anything else, which clap then parses (the
+/// `tests` module checks the two agree).
+fn quick_check_args(args: &[String]) -> Option<CheckArgs> {
+    let (first, rest) = args.split_first()?;
+    if first != "check" {
+        return None;
+    }
+    let mut a = CheckArgs { config: None, cwd: None, json: false, explain: false, command: Vec::new() };
+    let value = |v: Option<&String>| option_value(v).map(PathBuf::from);
+    let mut i = 0;
+    while let Some(arg) = rest.get(i) {
+        i += 1;
+        match arg.as_str() {
+            "--" => {
+                a.command = rest[i..].to_vec();
+                break;
+            }
+            "--json" if !a.json => a.json = true,
+            "--explain" if !a.explain => a.explain = true,
+            "-c" | "--config" if a.config.is_none() => {
+                a.config = Some(value(rest.get(i))?);
+                i += 1;
+            }
+            "--cwd" if a.cwd.is_none() => {
+                a.cwd = Some(value(rest.get(i))?);
+                i += 1;
+            }
+            s if s.starts_with('-') => return None,
+            // The command's first word: it and everything after it are the command.
+            _ => {
+                a.command = rest[i - 1..].to_vec();
+                break;
+            }
+        }
+    }
+    if a.json && a.explain {
+        return None;
+    }
+    Some(a)
+}
+
+/// An option's separate value, for the quick argv readers: `None` when it is missing, empty or
+/// looks like a flag (clap reads `-c --json` as a missing value), so that clap gets those.
+fn option_value(v: Option<&String>) -> Option<&String> {
+    v.filter(|v| !v.is_empty() && !v.starts_with('-'))
+}
+
+/// `pinfold exec`'s arguments in the forms clap would read the same way: `-c`/`--config`,
+/// `--sandbox`, `--cwd`, `--net off|on`, `--report`, `--dry-run` and `--allow-degraded`, each
+/// at most once, before a non-empty command. `None` for anything else (the repeatable options
+/// among them), which clap then parses; the `tests` module checks the two agree.
+fn quick_exec_args(args: &[String]) -> Option<exec::ExecArgs> {
+    let (first, rest) = args.split_first()?;
+    if first != "exec" {
+        return None;
+    }
+    let mut a = exec::ExecArgs::default();
+    let value = |v: Option<&String>| option_value(v).cloned();
+    let mut i = 0;
+    while let Some(arg) = rest.get(i) {
+        i += 1;
+        let slot = match arg.as_str() {
+            "--" => {
+                a.command = rest[i..].to_vec();
+                break;
+            }
+            "--dry-run" if !a.dry_run => {
+                a.dry_run = true;
+                continue;
+            }
+            "--allow-degraded" if !a.allow_degraded => {
+                a.allow_degraded = true;
+                continue;
+            }
+            "-c" | "--config" if a.config.is_none() => &mut a.config,
+            "--cwd" if a.cwd.is_none() => &mut a.cwd,
+            "--report" if a.report.is_none() => &mut a.report,
+            "--sandbox" if a.sandbox.is_none() => {
+                a.sandbox = Some(value(rest.get(i))?);
+                i += 1;
+                continue;
+            }
+            "--net" if a.net.is_none() => {
+                a.net = Some(value(rest.get(i)).filter(|v| v == "off" || v == "on")?);
+                i += 1;
+                continue;
+            }
+            s if s.starts_with('-') => return None,
+            // The command's first word: it and everything after it are the command.
+            _ => {
+                a.command = rest[i - 1..].to_vec();
+                break;
+            }
+        };
+        *slot = Some(PathBuf::from(value(rest.get(i))?));
+        i += 1;
+    }
+    // clap requires a command.
+    (!a.command.is_empty()).then_some(a)
+}
+
+fn run(command: Command) -> Result<i32, anyhow_lite::Error> {
+    match command {
+        Command::Check(args) => check::run(args),
+        Command::Exec(args) => exec::run(args),
+        Command::Doctor(args) => exec::doctor(args),
+        Command::Hook(args) => hook::run(args),
+        Command::Init(args) => hook::init::run(args),
+        Command::Import(args) => hook::import::run(args),
+        Command::Audit(args) => audit::run(args),
+        Command::Trust(args) => {
+            let files = if args.files.is_empty() {
+                let cwd = std::env::current_dir().map_err(|e| anyhow_lite::Error::new("cannot read the working directory").cause(e))?;
+                let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+                let xdg = std::env::var_os("XDG_CONFIG_HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+                let global = xdg.clone().or_else(|| home.as_ref().map(|h| h.join(".config"))).map(|d| d.join("pinfold"));
+                let opts = LoadOptions { explicit: None, cwd, home, xdg_config_home: xdg };
+                let (layers, _) = config::layer_files(&opts).map_err(anyhow_lite::Error::config)?;
+                let project: Vec<PathBuf> = layers.into_iter().filter(|f| !global.as_ref().is_some_and(|g| f.starts_with(g))).collect();
+                if project.is_empty() {
+                    return Err(anyhow_lite::Error::new("no project policy file here").hint("name the files to approve"));
+                }
+                project
+            } else {
+                args.files
+            };
+            for (path, hash) in trust::trust(&files)? {
+                println!("trusted {} (sha256 {})", path.display(), &hash[..16]);
+            }
+            Ok(exit::OK)
+        }
+        Command::Validate(args) => {
+            let file = args.file.or(args.config);
+            let policy = load_policy(file.as_deref(), args.cwd.as_deref(), false)?;
+            let c = policy.config();
+            let n = |k: usize, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
+            println!(
+                "ok: {}, {}, {}, from {}",
+                n(policy.rule_count(), "rule"),
+                n(c.sandboxes.len(), "sandbox preset"),
+                n(policy.test_count(), "test"),
+                c.sources.join(", ")
+            );
+            Ok(exit::OK)
+        }
+        Command::Test(args) => {
+            let file = args.file.or(args.config);
+            let policy = load_policy(file.as_deref(), args.cwd.as_deref(), false)?;
+            let failures = policy.run_tests();
+            let total = policy.test_count();
+            for f in &failures {
+                let what = match &f.rule {
+                    Some(p) => format!("rule `{p}`"),
+                    None => "test".to_string(),
+                };
+                println!(
+                    "FAIL {}: {what}: `{}` expected {}, got {}: {}",
+                    f.location, f.command, f.expected, f.got, f.reason
+                );
+            }
+            println!("{} passed, {} failed", total - failures.len(), failures.len());
+            Ok(if failures.is_empty() { exit::OK } else { exit::TEST_FAILED })
+        }
+        Command::Config(ConfigCommand::Schema) => {
+            let schema = config::json_schema();
+            println!("{}", serde_json::to_string_pretty(&schema).expect("a JSON value serialises"));
+            Ok(exit::OK)
+        }
+    }
+}
+
+/// Load and compile the policy: `file` alone (as `-c` or `validate FILE`), or the layers
+/// found from `cwd`.
+pub(crate) fn load_policy(
+    file: Option<&std::path::Path>,
+    cwd: Option<&std::path::Path>,
+    cached: bool,
+) -> Result<Policy, anyhow_lite::Error> {
+    let cwd = match cwd {
+        Some(d) => absolute(d)?,
+        None => std::env::current_dir().map_err(|e| anyhow_lite::Error::new("cannot read the working directory").cause(e))?,
+    };
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let xdg = std::env::var_os("XDG_CONFIG_HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let opts = LoadOptions { explicit: file.map(PathBuf::from), cwd, home, xdg_config_home: xdg };
+    let global_dir = opts.xdg_config_home.clone().or_else(|| opts.home.as_ref().map(|h| h.join(".config"))).map(|d| d.join("pinfold"));
+    let explicit = opts.explicit.is_some();
+    let policy = 'load: {
+        if cached {
+            if let Some(dir) = cache_dir() {
+                break 'load pinfold_policy::load_cached(&opts, &dir).map_err(|e| match e {
+                    pinfold_policy::LoadError::Config(c) => anyhow_lite::Error::config(c),
+                    pinfold_policy::LoadError::Policy(p) => anyhow_lite::Error::new(p.to_string()),
+                })?;
+            }
+        }
+        let config = config::load(&opts).map_err(anyhow_lite::Error::config)?;
+        Policy::new(config).map_err(|e| anyhow_lite::Error::new(e.to_string()))?
+    };
+    // Project files a sandboxed command may have written are not read unless trusted
+    // (trust.rs). The user's own files and a file given with -c are theirs.
+    if !explicit {
+        let project: Vec<PathBuf> = policy
+            .config()
+            .files
+            .iter()
+            .filter(|f| !global_dir.as_ref().is_some_and(|g| f.starts_with(g)))
+            .cloned()
+            .collect();
+        trust::check(&project)?;
+    }
+    Ok(policy)
+}
+
+/// Where `check` caches loaded policies: `$PINFOLD_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/pinfold`, else `~/.cache/pinfold`. `PINFOLD_NO_CACHE=1` turns it off.
+pub(crate) fn cache_dir() -> Option<PathBuf> {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if std::env::var_os("PINFOLD_NO_CACHE").is_some_and(|v| v != "0" && !v.is_empty()) {
+        return None;
+    }
+    var("PINFOLD_CACHE_DIR")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("pinfold")))
+        .or_else(|| var("HOME").map(|h| h.join(".cache").join("pinfold")))
+}
+
+pub(crate) fn absolute(d: &std::path::Path) -> Result<PathBuf, anyhow_lite::Error> {
+    let p = std::path::absolute(d).map_err(|e| anyhow_lite::Error::new(format!("bad directory {}", d.display())).cause(e))?;
+    if !p.is_dir() {
+        return Err(anyhow_lite::Error::new(format!("{} is not a directory", p.display()))
+            .hint("give --cwd an existing directory"));
+    }
+    Ok(p)
+}
+
+/// A small error type for the CLI: headline, causes, hint.
+mod anyhow_lite {
+    #[derive(Debug, Clone)]
+    pub struct Error {
+        pub headline: String,
+        pub causes: Vec<String>,
+        pub hint: Option<String>,
+    }
+
+    impl Error {
+        pub fn new(h: impl Into<String>) -> Error {
+            let h: String = h.into();
+            // Messages that carry their own `hint:` line keep it separate.
+            match h.split_once("\nhint: ") {
+                Some((head, hint)) => Error { headline: head.to_string(), causes: Vec::new(), hint: Some(hint.to_string()) },
+                None => Error { headline: h, causes: Vec::new(), hint: None },
+            }
+        }
+
+        /// The headline and causes on one line (for protocols that take one line).
+        pub fn one_line(&self) -> String {
+            let mut line = self.headline.clone();
+            for c in &self.causes {
+                line.push_str(": ");
+                line.push_str(c);
+            }
+            line.replace('\n', " ")
+        }
+
+        pub fn cause(mut self, e: impl std::fmt::Display) -> Error {
+            self.causes.push(e.to_string());
+            self
+        }
+
+        pub fn hint(mut self, h: impl Into<String>) -> Error {
+            self.hint = Some(h.into());
+            self
+        }
+
+        pub fn config(e: pinfold_policy::config::ConfigError) -> Error {
+            let mut out = Error::new(e.to_string());
+            let mut src = std::error::Error::source(&e);
+            while let Some(s) = src {
+                // A cause the headline already quotes (`cannot read f: No such file…`) is
+                // not repeated.
+                let s_text = s.to_string();
+                if !out.headline.contains(&s_text) {
+                    out.causes.push(s_text);
+                }
+                src = s.source();
+            }
+            out
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What clap makes of `pinfold ARGS`: the check arguments, or `None` for another
+    /// subcommand, help or an error.
+    fn by_clap(args: &[&str]) -> Option<CheckArgs> {
+        match Cli::try_parse_from(std::iter::once("pinfold").chain(args.iter().copied())) {
+            Ok(Cli { command: Command::Check(a) }) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// Wherever the quick reading of `check`'s argv answers, clap answers the same; where it
+    /// declines, clap is the one to parse (and word any error).
+    #[test]
+    fn quick_check_args_agree_with_clap() {
+        let cases: &[&[&str]] = &[
+            &["check"],
+            &["check", "git status"],
+            &["check", "--", "git status"],
+            &["check", "-c", "p.toml", "--", "git status"],
+            &["check", "--config", "p.toml", "git", "status"],
+            &["check", "--cwd", "/tmp", "--json", "--", "ls"],
+            &["check", "--explain", "-c", "p.toml", "ls", "-la"],
+            &["check", "ls", "--json"],
+            &["check", "--json", "git", "--", "status"],
+            &["check", "--", "--", "x"],
+            &["check", "--", "--json"],
+            &["check", "--"],
+            &["check", ""],
+            &["check", "--", ""],
+            &["check", "rm", "-rf", "my dir"],
+            &["check", "-c", "a.toml", "--cwd", "d", "--json", "x"],
+            // Declined (clap parses these): errors, help, unusual spellings.
+            &["check", "--json", "--explain", "ls"],
+            &["check", "--json", "--json", "ls"],
+            &["check", "-c", "a", "-c", "b", "ls"],
+            &["check", "-c"],
+            &["check", "-c", "--json", "ls"],
+            &["check", "-c", "", "ls"],
+            &["check", "--config=p.toml", "ls"],
+            &["check", "-cp.toml", "ls"],
+            &["check", "--cwd=/tmp", "ls"],
+            &["check", "--jsn", "ls"],
+            &["check", "-h"],
+            &["check", "--help"],
+            &["check", "-", "ls"],
+            &["check", "-1"],
+            &["--help"],
+            &["--version"],
+            &["exec", "--", "ls"],
+            &["validate"],
+            &[],
+        ];
+        // The usual forms are read quickly, not handed to clap.
+        let usual: &[&[&str]] = &[&["check", "-c", "p.toml", "--", "git status"], &["check", "--json", "ls"], &["check"]];
+        agrees_with_clap(quick_check_args, by_clap, cases, usual);
+    }
+
+    /// Wherever `quick` reads an argv, `clap` reads it the same; and each of `usual` is read
+    /// by `quick`, not left to clap.
+    fn agrees_with_clap<T: PartialEq + std::fmt::Debug>(
+        quick: fn(&[String]) -> Option<T>,
+        clap: fn(&[&str]) -> Option<T>,
+        cases: &[&[&str]],
+        usual: &[&[&str]],
+    ) {
+        let owned = |args: &[&str]| args.iter().map(|s| s.to_string()).collect::<Vec<String>>();
+        for args in cases {
+            if let Some(q) = quick(&owned(args)) {
+                assert_eq!(Some(q), clap(args), "{args:?}");
+            }
+        }
+        for args in usual {
+            assert!(quick(&owned(args)).is_some(), "{args:?}");
+        }
+    }
+
+    /// The same for `exec`: wherever the quick reading answers, clap answers the same.
+    #[test]
+    fn quick_exec_args_agree_with_clap() {
+        fn by_clap(args: &[&str]) -> Option<exec::ExecArgs> {
+            match Cli::try_parse_from(std::iter::once("pinfold").chain(args.iter().copied())) {
+                Ok(Cli { command: Command::Exec(a) }) => Some(a),
+                _ => None,
+            }
+        }
+        let cases: &[&[&str]] = &[
+            &["exec", "--", "true"],
+            &["exec", "true"],
+            &["exec", "ls", "-la"],
+            &["exec", "--sandbox", "workspace", "--", "cargo test"],
+            &["exec", "-c", "p.toml", "--cwd", "/tmp", "--", "make", "-j2"],
+            &["exec", "--config", "p.toml", "--net", "off", "git", "status"],
+            &["exec", "--net", "on", "--report", "r.json", "--dry-run", "--", "ls"],
+            &["exec", "--allow-degraded", "ls", "--dry-run"],
+            &["exec", "--", "--", "x"],
+            &["exec", "--", "--net"],
+            &["exec", "--", ""],
+            &["exec", "rm", "-rf", "my dir"],
+            // Declined (clap parses these): errors, help, repeatable options, odd spellings.
+            &["exec"],
+            &["exec", "--"],
+            &["exec", "--dry-run"],
+            &["exec", "--net", "maybe", "ls"],
+            &["exec", "--net", "--", "ls"],
+            &["exec", "--sandbox", "a", "--sandbox", "b", "ls"],
+            &["exec", "--dry-run", "--dry-run", "ls"],
+            &["exec", "-c", "", "ls"],
+            &["exec", "-c"],
+            &["exec", "--write", "out", "ls"],
+            &["exec", "--keep-env", "TOKEN", "ls"],
+            &["exec", "--deny-read", "x", "--deny-write", "y", "ls"],
+            &["exec", "--config=p.toml", "ls"],
+            &["exec", "--sandbox=workspace", "ls"],
+            &["exec", "-h"],
+            &["exec", "--help"],
+            &["exec", "-", "ls"],
+            &["check", "ls"],
+            &[],
+        ];
+        // What the agent hooks write, and the README's forms, are read quickly.
+        let usual: &[&[&str]] = &[&["exec", "--sandbox", "workspace", "--", "cargo test"], &["exec", "--", "true"], &["exec", "-c", "p.toml", "ls"]];
+        agrees_with_clap(quick_exec_args, by_clap, cases, usual);
+    }
+}
