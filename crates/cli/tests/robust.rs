@@ -285,3 +285,78 @@ fn a_killed_worker_is_recorded() {
     assert!(last.contains("time budget of 500 ms"), "{last}");
     assert!(last.contains("\"decision\":\"deny\""), "{last}");
 }
+
+// -------------------------------------------------------------------------------------------
+// Item 3: code hidden in compound-command headers
+// -------------------------------------------------------------------------------------------
+
+/// Headers that assign a variable and evaluate it as code: run directly by bash they write
+/// outside the project; through the hook's answer, run exactly as Claude Code runs it
+/// (`bash -c` in the project), nothing outside the project changes.
+#[test]
+fn code_hidden_in_headers_runs_only_inside_the_sandbox() {
+    let w = World::new();
+    let home = w.root.join("home");
+    let bashrc = home.join(".bashrc");
+    let marker = w.root.join("outside-marker");
+    let cmd = format!("touch {}; echo pwned >> {}", marker.display(), bashrc.display());
+    let cases = [
+        format!("case ${{x:='a[$({cmd})]'}}$((x)) in *) ;; esac"),
+        format!("for f in 'a[$({cmd})]'; do case $((f)) in *) ;; esac; done"),
+        format!("case ${{x:='$({cmd})'}}${{x@P}} in *) ;; esac"),
+        format!("case ${{x:='a[$({cmd})]'}}${{!x}} in *) ;; esac"),
+        format!("for y in ${{x:='a[$({cmd})]'}}$((x)); do :; done"),
+        format!("if case ${{x:='a[$({cmd})]'}}$((x)) in *) ;; esac; then ls; fi"),
+        format!("for ((i=x; i<1; i++)); do :; done"),
+    ];
+    let bash = |text: &str| {
+        let o = Command::new("bash")
+            .args(["-c", text])
+            .current_dir(&w.proj)
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("XDG_STATE_HOME", w.root.join("state"))
+            .env("PINFOLD_CACHE_DIR", w.root.join("cache"))
+            .env("x", format!("a[$({cmd})]"))
+            .output()
+            .expect("bash");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    for case in &cases {
+        // The control: bash alone runs the hidden command.
+        let _ = fs::remove_file(&marker);
+        fs::write(&bashrc, "# rc\n").unwrap();
+        bash(case);
+        assert!(marker.exists(), "control: `{case}` should run its hidden command when bash runs it directly");
+        fs::remove_file(&marker).unwrap();
+        fs::write(&bashrc, "# rc\n").unwrap();
+
+        let o = w.run(w.command(&["hook", "claude-code"]), shell_payload("claude-code", case, &w.proj).to_string().into_bytes());
+        let d = decision("claude-code", &o);
+        let v: Value = serde_json::from_str(&o.stdout).unwrap();
+        let reason = v["hookSpecificOutput"]["permissionDecisionReason"].as_str().unwrap_or_default().to_string();
+        assert_eq!(d, "allow", "`{case}`: {reason}");
+        let rewritten = v["hookSpecificOutput"]["updatedInput"]["command"].as_str().expect("a rewritten command").to_string();
+        assert!(rewritten.contains(" exec --sandbox "), "`{case}` must run in the sandbox: {rewritten}");
+        assert!(reason.contains("runs as one"), "`{case}`: {reason}");
+        let stderr = bash(&rewritten);
+        assert!(!marker.exists(), "`{case}` wrote outside the project through the hook's answer\n{stderr}");
+        assert_eq!(fs::read_to_string(&bashrc).unwrap(), "# rc\n", "`{case}` changed ~/.bashrc\n{stderr}");
+    }
+}
+
+/// Whatever the walker flags or not, the text the rewrite leaves to the agent's own shell
+/// holds no expansion: a header with `$…` makes the whole input run as one in the sandbox.
+#[test]
+fn no_expansion_is_left_to_the_agent_shell() {
+    let w = World::new();
+    for case in ["case $x in *) ;; esac", "for f in $x; do :; done", "case \"$1\" in a) ls ;; esac", "true # $x"] {
+        let o = w.run(w.command(&["hook", "claude-code"]), shell_payload("claude-code", case, &w.proj).to_string().into_bytes());
+        assert_eq!(decision("claude-code", &o), "allow", "`{case}`: {}", o.stderr);
+        let v: Value = serde_json::from_str(&o.stdout).unwrap();
+        let rewritten = v["hookSpecificOutput"]["updatedInput"]["command"].as_str().expect("a rewritten command");
+        let reason = v["hookSpecificOutput"]["permissionDecisionReason"].as_str().unwrap();
+        assert!(rewritten.contains(" exec --sandbox ") && reason.contains("runs as one"), "`{case}`: {rewritten}\n{reason}");
+        assert!(reason.contains("the agent's own shell"), "`{case}`: {reason}");
+    }
+}

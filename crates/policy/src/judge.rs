@@ -377,11 +377,22 @@ impl Policy {
         let mut sandbox = defaults.sandbox.clone();
         let mut env_ok: Vec<&str> = Vec::new();
 
-        if let Some(why) = &c.unresolved {
+        if c.kind == CommandKind::Evaluated {
+            // Code bash runs from inside a word: no argv for a rule to match. Like any code
+            // pinfold cannot see (`python3 -c "$x"`), it may run only where a sandbox holds it.
+            let why = c.unresolved.as_deref().unwrap_or("bash may run code from this word");
+            let quoted = format!("{why}; pinfold cannot see that code");
+            (v.decision, v.reason) = match (defaults.action, &sandbox) {
+                (Action::Deny, _) => (Action::Deny, format!("{quoted}, and the default is deny")),
+                (_, Some(s)) => (Action::Allow, format!("{quoted}, so it runs only inside the `{s}` sandbox")),
+                (_, None) => (Action::Ask, format!("{quoted}, and no sandbox would hold it")),
+            };
+        } else if let Some(why) = &c.unresolved {
             v.decision = Action::Ask;
             v.reason = format!("{why}; a command pinfold cannot name is never allowed");
         } else {
             match c.kind {
+                CommandKind::Evaluated => unreachable!("judged above"),
                 CommandKind::Assignment => {
                     v.reason = if c.assignments.is_empty() { "redirection only".into() } else { "assignment".into() };
                 }

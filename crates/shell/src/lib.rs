@@ -45,6 +45,7 @@
 //! expand globs, tildes or the environment (it marks them), does not follow `source`d files,
 //! and resolves variables only from static assignments in the same input.
 
+mod evaluated;
 mod syntax;
 mod walk;
 mod word;
@@ -113,6 +114,14 @@ pub enum CommandKind {
     /// A call of a function defined earlier in the same input; its body's commands are
     /// listed separately (with [`Context::Function`]).
     FunctionCall,
+    /// Code bash may run from inside a word, where no command is written: arithmetic on a
+    /// variable (`$((x))` with `x='a[$(…)]'` runs the `$(…)`), indirection (`${!x}`), prompt
+    /// expansion (`${x@P}`), a subscript in a variable name a builtin resolves (`test -v`,
+    /// `read`, `unset`…). The span and the only word are the construct; [`unresolved`]
+    /// says why it may run code. Listed only when pinfold cannot prove the construct inert.
+    ///
+    /// [`unresolved`]: SimpleCommand::unresolved
+    Evaluated,
 }
 
 /// Where a [`SimpleCommand`] sits.

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use tree_sitter::Parser;
 
 use crate::syntax::{Node, SyntaxTree, NODES_PER_LEVEL};
+use crate::evaluated;
 use crate::word::{self, Var, Vars};
 use crate::wrappers::{self, Inner, Unwrapped};
 use crate::{
@@ -314,6 +315,10 @@ impl<'a> Walker<'a> {
                 self.with_ctx(c, |w| w.statements(n));
             }
             "for_statement" | "c_style_for_statement" => {
+                if crate::kind(&n) == "c_style_for_statement" {
+                    // Evaluated before the loop forgets what its body assigns.
+                    self.arithmetic_header(n);
+                }
                 self.forget_assigned_in(n);
                 self.with_ctx(Context::For, |w| w.statements(n));
             }
@@ -344,6 +349,11 @@ impl<'a> Walker<'a> {
                 self.with_ctx(c, |w| w.statements(n));
             }
             "arithmetic_expansion" => {
+                let t = self.text(n);
+                let expr = t.strip_prefix("$((").and_then(|e| e.strip_suffix("))")).or_else(|| t.strip_prefix("$[").and_then(|e| e.strip_suffix(']'))).unwrap_or(t);
+                if let Some(why) = evaluated::arithmetic(expr, &self.vars) {
+                    self.hidden(n.byte_range(), why);
+                }
                 // `$((X = 1))` assigns.
                 self.forget_assigned_in(n);
                 self.with_ctx(Context::Arithmetic, |w| w.children(n))
@@ -363,6 +373,18 @@ impl<'a> Walker<'a> {
                             detail: "a command substitution the parser left as text".into(),
                         });
                     }
+            }
+            "expansion" => {
+                if let Some(why) = evaluated::expansion(self.text(n), &self.vars) {
+                    self.hidden(n.byte_range(), why);
+                }
+                self.children(n);
+            }
+            "subscript" => {
+                if let Some(why) = evaluated::subscripted(self.text(n), &self.vars, &self.vars.assoc) {
+                    self.hidden(n.byte_range(), why);
+                }
+                self.children(n);
             }
             // Words and expressions: look inside for substitutions.
             _ => self.children(n),
@@ -801,9 +823,19 @@ impl<'a> Walker<'a> {
             }
             self.track_builtin_effects(&cmd);
         }
+        // Builtins that evaluate or resolve their operands: looked at after the command is
+        // listed, as its children.
+        let operands: Option<Vec<Word>> = cmd
+            .words
+            .first()
+            .filter(|w| matches!(w.text.as_str(), "let" | "test" | "[" | "printf" | "wait") || evaluated::takes_names(&w.text))
+            .map(|_| cmd.words.clone());
         let idx = self.emit(cmd);
         // Substitutions inside this command's words, assignments and redirects.
         let saved = self.parent.replace(idx);
+        if let Some(words) = operands {
+            self.builtin_operands(&words);
+        }
         for (field, k) in kids() {
             match (field, crate::kind(&k)) {
                 (_, "variable_assignment") => self.assignment_inner(k),
@@ -835,6 +867,17 @@ impl<'a> Walker<'a> {
                 }
             }
             "source" | "." => self.vars.poisoned = true,
+            "declare" | "typeset" | "local"
+                if cmd.words[1..].iter().any(|w| !w.dynamic && w.text.starts_with('-') && w.text.contains('A')) =>
+            {
+                for w in &cmd.words[1..] {
+                    let t = w.text.split(['=', '[']).next().unwrap_or("");
+                    if is_name(t) {
+                        self.vars.map.insert(t.to_string(), Var::Unknown);
+                        self.vars.assoc.push(t.to_string());
+                    }
+                }
+            }
             "read" | "mapfile" | "readarray" | "getopts" | "printf" | "let" | "declare"
             | "typeset" | "local" | "export" | "readonly" => {
                 for w in &cmd.words[1..] {
@@ -1128,6 +1171,14 @@ impl<'a> Walker<'a> {
             }
         }
         let keyword = words.first().map(|w| w.text.clone()).unwrap_or_default();
+        if matches!(keyword.as_str(), "declare" | "typeset" | "local")
+            && words.iter().skip(1).any(|w| !w.dynamic && w.text.starts_with('-') && w.text.contains('A'))
+        {
+            // `declare -A m`: `m[key]` is a string key, not arithmetic.
+            for (name, _) in &sets {
+                self.vars.assoc.push(name.clone());
+            }
+        }
         // `local`/`declare` in a function, `unset`: we cannot follow scoping; `export X=v`
         // at top level behaves like an assignment.
         let simple_export = matches!(keyword.as_str(), "export" | "readonly")
@@ -1140,6 +1191,7 @@ impl<'a> Walker<'a> {
             };
             self.assign(&name, v);
         }
+        let operands = words.clone();
         let idx = self.push(SimpleCommand {
             span: self.span(n.byte_range()),
             words,
@@ -1152,6 +1204,7 @@ impl<'a> Walker<'a> {
             wrappers: self.wrappers.clone(),
         });
         let saved = self.parent.replace(idx);
+        self.builtin_operands(&operands);
         for k in kids {
             if crate::kind(&k) == "variable_assignment" {
                 self.assignment_inner(k);
@@ -1188,8 +1241,49 @@ impl<'a> Walker<'a> {
             wrappers: self.wrappers.clone(),
         });
         let saved = self.parent.replace(idx);
+        self.test_operands(n, bracket == "[[");
         self.children(n);
         self.parent = saved;
+    }
+
+    /// `-v NAME` in `[ … ]` and `[[ … ]]` resolves NAME, subscript included; the operands of
+    /// `[[ … -eq … ]]` (and `-ne`, `-lt`, `-le`, `-gt`, `-ge`) are arithmetic. Code either may
+    /// run is listed as [`CommandKind::Evaluated`].
+    fn test_operands(&mut self, n: Node<'_>, double: bool) {
+        let mut stack = vec![n];
+        let mut found: Vec<(Range<usize>, String)> = Vec::new();
+        while let Some(x) = stack.pop() {
+            let kind = crate::kind(&x);
+            if kind == "command_substitution" || kind == "process_substitution" {
+                continue;
+            }
+            let ops: Vec<Node<'_>> = x.children().filter(|k| crate::kind(k) == "test_operator").collect();
+            let operands: Vec<Node<'_>> = x.named_children().filter(|k| crate::kind(k) != "test_operator").collect();
+            for op in ops {
+                let op_text = self.text(op);
+                if op_text == "-v" {
+                    for o in operands.iter().filter(|o| o.start_byte() > op.start_byte()).take(1) {
+                        let raw = self.text(*o);
+                        let dynamic = raw.contains(['$', '`']);
+                        let name = raw.trim_matches(['\'', '"']);
+                        if let Some(why) = evaluated::name_operand("-v", name, dynamic, &self.vars, &self.vars.assoc) {
+                            found.push((o.byte_range(), why));
+                        }
+                    }
+                } else if double && matches!(op_text, "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge") {
+                    for o in &operands {
+                        let raw = self.text(*o).trim_matches(['\'', '"']);
+                        if let Some(why) = evaluated::arithmetic(raw, &self.vars) {
+                            found.push((o.byte_range(), format!("`{op_text}` in `[[ … ]]` {why}")));
+                        }
+                    }
+                }
+            }
+            stack.extend(x.named_children());
+        }
+        for (range, why) in found {
+            self.hidden(range, why);
+        }
     }
 
     fn arithmetic_command(&mut self, n: Node<'_>) {
@@ -1204,11 +1298,144 @@ impl<'a> Walker<'a> {
             parent: self.parent,
             wrappers: self.wrappers.clone(),
         });
+        let saved = self.parent.replace(idx);
+        self.arithmetic_header(n);
         // `((x = 1))` assigns.
         self.forget_assigned_in(n);
-        let saved = self.parent.replace(idx);
         self.with_ctx(Context::Arithmetic, |w| w.children(n));
         self.parent = saved;
+    }
+
+    /// The `(( … ))` of an arithmetic command or a C-style `for`: code it may run.
+    fn arithmetic_header(&mut self, n: Node<'_>) {
+        let t = self.text(n);
+        let Some(open) = t.find("((") else { return };
+        let body = &t[open + 2..];
+        // The `))` that closes it: parentheses nest inside.
+        let mut depth = 2usize;
+        let mut end = body.len();
+        for (k, b) in body.bytes().enumerate() {
+            match b {
+                b'(' => depth += 1,
+                b')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = k.saturating_sub(1);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(why) = evaluated::arithmetic(&body[..end], &self.vars) {
+            let start = n.start_byte() + open;
+            self.hidden(start..start + 2 + end + 2, why);
+        }
+    }
+
+    /// Record code bash may run from inside the word at `range` (see
+    /// [`CommandKind::Evaluated`]).
+    fn hidden(&mut self, range: Range<usize>, why: String) {
+        let span = self.span(range.clone());
+        let text = self.src.get(range).unwrap_or("").to_string();
+        self.push(SimpleCommand {
+            span: span.clone(),
+            words: vec![Word { span, text, dynamic: true, splits: false, glob: false, tilde: false, home_suffix: None }],
+            assignments: Vec::new(),
+            redirects: Vec::new(),
+            context: self.ctx.clone(),
+            kind: CommandKind::Evaluated,
+            unresolved: Some(why),
+            parent: self.parent,
+            wrappers: self.wrappers.clone(),
+        });
+    }
+
+    /// Builtins that evaluate their operands or resolve variable names in them: `let`,
+    /// `test -v`/`[ -v`, `printf -v`, `read`, `declare`, `unset`… (code such an operand may
+    /// run, see `evaluated`). Called with the command's index already pushed as parent.
+    fn builtin_operands(&mut self, words: &[Word]) {
+        let Some(name) = words.first().filter(|w| !w.dynamic) else { return };
+        let name = name.text.as_str();
+        let args = &words[1..];
+        let mut found: Vec<(Range<usize>, String)> = Vec::new();
+        let operand = |w: &Word, found: &mut Vec<(Range<usize>, String)>| {
+            if let Some(why) = evaluated::name_operand(name, &w.text, w.dynamic, &self.vars, &self.vars.assoc) {
+                found.push((w.span.clone(), why));
+            }
+        };
+        match name {
+            "let" => {
+                for w in args {
+                    let why = if w.dynamic {
+                        Some(format!("`let` evaluates `{}`, known only at run time, as arithmetic, which can run code", w.text))
+                    } else {
+                        evaluated::arithmetic(&w.text, &self.vars)
+                    };
+                    if let Some(why) = why {
+                        found.push((w.span.clone(), why));
+                    }
+                }
+            }
+            "test" | "[" => {
+                for pair in args.windows(2) {
+                    if pair[0].text == "-v" && !pair[0].dynamic {
+                        operand(&pair[1], &mut found);
+                    }
+                }
+            }
+            "printf" | "wait" => {
+                let flag = if name == "printf" { "-v" } else { "-p" };
+                for (k, w) in args.iter().enumerate() {
+                    if w.dynamic || !w.text.starts_with('-') || w.text == "--" {
+                        break;
+                    }
+                    if w.text == flag {
+                        if let Some(v) = args.get(k + 1) {
+                            operand(v, &mut found);
+                        }
+                    } else if let Some(v) = w.text.strip_prefix(flag).filter(|v| !v.is_empty()) {
+                        let mut named = w.clone();
+                        named.text = v.to_string();
+                        operand(&named, &mut found);
+                    }
+                }
+            }
+            _ if evaluated::takes_names(name) => {
+                // `declare -n ref=NAME`: the value is a name too.
+                let nameref = matches!(name, "declare" | "typeset" | "local")
+                    && args.iter().any(|w| !w.dynamic && w.text.starts_with('-') && w.text.contains('n'));
+                let mut operands = args.iter().skip_while(|w| !w.dynamic && w.text.starts_with('-') && w.text != "-");
+                if name == "getopts" {
+                    // The option string, then the name.
+                    operands.next();
+                }
+                for w in operands {
+                    operand(w, &mut found);
+                    if nameref && !w.dynamic
+                        && let Some((_, value)) = w.text.split_once('=')
+                        && let Some(why) = evaluated::subscripted(value, &self.vars, &self.vars.assoc)
+                    {
+                        found.push((w.span.clone(), format!("the name reference `{}`: {why}", w.text)));
+                    }
+                }
+            }
+            _ => {}
+        }
+        for (span, why) in found {
+            let text = self.top.get(span.clone()).unwrap_or("").to_string();
+            self.push(SimpleCommand {
+                span: span.clone(),
+                words: vec![Word { span, text, dynamic: true, splits: false, glob: false, tilde: false, home_suffix: None }],
+                assignments: Vec::new(),
+                redirects: Vec::new(),
+                context: self.ctx.clone(),
+                kind: CommandKind::Evaluated,
+                unresolved: Some(why),
+                parent: self.parent,
+                wrappers: self.wrappers.clone(),
+            });
+        }
     }
 }
 

@@ -25,6 +25,9 @@ pub(crate) struct Vars {
     pub map: HashMap<String, Var>,
     /// Set after `source`/`.`/`IFS=` and similar: nothing can be known any more.
     pub poisoned: bool,
+    /// Arrays the input declared associative (`declare -A m`): their subscripts are strings,
+    /// not arithmetic.
+    pub assoc: Vec<String>,
 }
 
 impl Vars {

@@ -48,6 +48,7 @@ fn render(c: &SimpleCommand) -> String {
         CommandKind::Test => "#test",
         CommandKind::Arithmetic => "#arith",
         CommandKind::FunctionCall => "#call",
+        CommandKind::Evaluated => "#evaluated",
     };
     let mut push = |p: String| {
         if !s.is_empty() {
@@ -257,8 +258,10 @@ const TABLE: &[Row] = &[
     ("(( x = 1 + 2 ))", Some(&[
         "(( #arith",
     ])),
+    // The substitution's output is evaluated as arithmetic: code it may hold runs.
     ("echo $(( 3 * $(wc -l < f) ))", Some(&[
         "echo ~$(( 3 * $(wc -l < f) ))~",
+        "~$(( 3 * $(wc -l < f) ))~ #evaluated !unresolved",
         "wc -l @arith,cmdsub r:<f",
     ])),
     ("echo $(rm -rf ~)", Some(&[
@@ -314,6 +317,7 @@ const TABLE: &[Row] = &[
     ])),
     ("a[$(rm c)]=1", Some(&[
         "#assign $a=1",
+        "~a[$(rm c)]~ #evaluated !unresolved",
         "rm c @cmdsub",
     ])),
     ("echo ${x:-$(rm d)}", Some(&[
@@ -519,6 +523,7 @@ const TABLE: &[Row] = &[
     ])),
     ("${!name} x", Some(&[
         "~${!name}~ x !unresolved",
+        "~${!name}~ #evaluated !unresolved",
     ])),
     ("alias ll='rm -rf'; ll /", Some(&[
         "alias ll=rm -rf",

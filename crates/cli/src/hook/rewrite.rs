@@ -33,7 +33,16 @@
 //!   (the outer shell would open that file outside the sandbox; `2>&1` does not count);
 //! * (g) is a `[ … ]`/`[[ … ]]` test (shell syntax, not a program).
 //!
-//! and also when the input has more than [`MAX_PIECES`] commands to sandbox.
+//! * (h) is code bash runs from inside a word (`CommandKind::Evaluated`: `$((x))` with
+//!   `x='a[$(…)]'`, `${!x}`, `${x@P}`, `test -v 'a[…]'`), which has no text of its own to wrap;
+//!
+//! and also when the input has more than [`MAX_PIECES`] commands to sandbox, or when the text
+//! between the commands — what the agent's own shell runs: operators, keywords, `case` and
+//! `for` headers, redirects of compound commands, comments — holds an expansion (`$…`,
+//! backticks) or arithmetic (`((…))`). That text is never judged as a command, and bash may
+//! assign and evaluate variables there (`case ${x:='a[$(…)]'}$((x)) in …`): only words, globs,
+//! operators and keywords stay outside the sandbox. This holds even when no command needs a
+//! sandbox; the whole input then runs in the default preset.
 //!
 //! When the merged sandbox can write nothing although a merged preset could, an allow becomes
 //! ask: the commands would fail in a way the agent did not expect.
@@ -91,13 +100,23 @@ pub fn plan(config: &Config, j: &Judgement, source: &str, exe: &Path, mint: &dyn
         };
     };
     let needs: Vec<bool> = j.commands.iter().map(|v| v.decision != Action::Deny && v.sandbox.is_some()).collect();
-    if !needs.iter().any(|&n| n) {
-        return Plan { decision: j.decision, reason: j.reason.clone(), command: Some(source.to_string()) };
-    }
     let cmds = &tree.commands;
     let mut fallback: Option<String> = None;
+    // The agent's own shell runs the text between the commands (operators, keywords, the
+    // words of `case` and `for` headers, redirects of compound commands): it must hold
+    // nothing pinfold has not judged as a command (a `case ${x:=…}$((x))` header, say).
+    let between = agent_shell_code(source, &covered(cmds.iter().map(|c| c.span.clone())));
+    if !needs.iter().any(|&n| n) {
+        // Nothing to wrap: the commands run there too, as the policy allowed.
+        match between.clone() {
+            None => return Plan { decision: j.decision, reason: j.reason.clone(), command: Some(source.to_string()) },
+            Some(why) => fallback = Some(why),
+        }
+    }
     // (c) anywhere in the input.
-    if let Some(c) = cmds.iter().find(|c| state_changing(c)) {
+    if fallback.is_none()
+        && let Some(c) = cmds.iter().find(|c| state_changing(c))
+    {
         fallback = Some(format!("`{}` changes the shell's state", snippet(source, c)));
     }
     let spans = Spans::new(cmds.iter().map(|c| c.span.clone()));
@@ -115,7 +134,9 @@ pub fn plan(config: &Config, j: &Judgement, source: &str, exe: &Path, mint: &dyn
         }
         let text = snippet(source, c);
         let nested = c.parent.is_some() || c.context.iter().any(nested_context) || inside_another[i];
-        fallback = if nested {
+        fallback = if c.kind == CommandKind::Evaluated {
+            Some(format!("`{text}` may run code hidden in a word"))
+        } else if nested {
             Some(format!("`{text}` runs inside another command"))
         } else if c.kind == CommandKind::FunctionCall {
             Some(format!("`{text}` calls a function defined in this input"))
@@ -139,14 +160,30 @@ pub fn plan(config: &Config, j: &Judgement, source: &str, exe: &Path, mint: &dyn
         };
     }
 
+    let mut pieces: Vec<Piece> = cmds
+        .iter()
+        .zip(&j.commands)
+        .zip(&needs)
+        .filter(|(_, n)| **n)
+        .map(|((c, v), _)| Piece { span: c.span.clone(), preset: v.sandbox.clone().unwrap_or_default() })
+        .collect();
+    pieces.sort_by_key(|p| p.span.start);
+    if fallback.is_none() {
+        fallback = between;
+    }
+
     if let Some(why) = fallback {
-        // Every preset the input's commands name; a command without one contributes the default.
+        // Every preset the input's commands name; a command without one contributes the
+        // default, and so does an input with no command at all.
         let mut names: Vec<String> = j
             .commands
             .iter()
             .filter(|v| v.decision != Action::Deny)
             .filter_map(|v| v.sandbox.clone().or_else(|| default.clone()))
             .collect();
+        if names.is_empty() {
+            names.extend(default.clone());
+        }
         names.sort();
         names.dedup();
         let presets: Vec<_> = names.iter().filter_map(|n| config.sandboxes.get(n)).collect();
@@ -170,14 +207,6 @@ pub fn plan(config: &Config, j: &Judgement, source: &str, exe: &Path, mint: &dyn
         return Plan { decision, reason, command: Some(wrap(exe, source, &name, mint)) };
     }
 
-    let mut pieces: Vec<Piece> = cmds
-        .iter()
-        .zip(&j.commands)
-        .zip(&needs)
-        .filter(|(_, n)| **n)
-        .map(|((c, v), _)| Piece { span: c.span.clone(), preset: v.sandbox.clone().unwrap_or_default() })
-        .collect();
-    pieces.sort_by_key(|p| p.span.start);
     let mut out = String::with_capacity(source.len() + pieces.len() * 200);
     let mut at = 0;
     let mut shown = Vec::new();
@@ -190,6 +219,40 @@ pub fn plan(config: &Config, j: &Judgement, source: &str, exe: &Path, mint: &dyn
     }
     out.push_str(&source[at..]);
     Plan { decision: j.decision, reason: format!("{}; sandboxed: {}", j.reason, shown.join(", ")), command: Some(out) }
+}
+
+/// The union of `spans`, as sorted ranges that do not overlap.
+fn covered(spans: impl Iterator<Item = std::ops::Range<usize>>) -> Vec<std::ops::Range<usize>> {
+    let mut v: Vec<std::ops::Range<usize>> = spans.collect();
+    v.sort_by_key(|r| r.start);
+    let mut out: Vec<std::ops::Range<usize>> = Vec::with_capacity(v.len());
+    for r in v {
+        match out.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// Why the text between the commands — `source` without the `wrapped` spans (sorted, not
+/// overlapping) — may run code pinfold did not judge as a command: an expansion (`$…`,
+/// backticks), which can assign and evaluate variables (`${x:=…}`, `$((x))`, `${!x}`,
+/// `${x@P}`), or arithmetic (`((…))`, a C-style `for`). `None` when it holds only words,
+/// globs, operators and keywords.
+fn agent_shell_code(source: &str, wrapped: &[std::ops::Range<usize>]) -> Option<String> {
+    let mut at = 0;
+    let gaps = wrapped.iter().map(|w| w.start..w.end).chain(std::iter::once(source.len()..source.len()));
+    for w in gaps {
+        let gap = source.get(at..w.start.max(at)).unwrap_or("");
+        if let Some(k) = gap.find(['$', '`']).or_else(|| gap.find("((")) {
+            let from = &gap[k..];
+            let shown: String = from.chars().take(40).collect();
+            return Some(format!("`{shown}` would be expanded by the agent's own shell, outside any sandbox"));
+        }
+        at = at.max(w.end);
+    }
+    None
 }
 
 /// The most commands wrapped one by one; an input with more runs as one (each wrapped command
@@ -274,6 +337,8 @@ fn nested_context(x: &Context) -> bool {
 /// (c): a command whose effect is on the shell running it.
 fn state_changing(c: &SimpleCommand) -> bool {
     match c.kind {
+        // Handled on its own: it may run code, not only change the shell.
+        CommandKind::Evaluated => false,
         CommandKind::Assignment => !c.assignments.is_empty(),
         CommandKind::Declaration | CommandKind::Arithmetic => true,
         CommandKind::Simple | CommandKind::FunctionCall | CommandKind::Test => {
