@@ -175,7 +175,10 @@ impl<'a> Scan<'a, '_> {
             let w = &args[i];
             let t = w.text.as_str();
             if w.dynamic && w.home_suffix.is_none() {
-                let option = !after_dashdash && self.could_be_option(w);
+                // (A tool that takes option values only from the following arguments cannot
+                // be told to write by one last argument, `tree "$DIR"`.)
+                let last_alone = self.io.values_follow && !w.splits && i + 1 == args.len();
+                let option = !after_dashdash && !last_alone && self.could_be_option(w);
                 if option {
                     self.unknown_option(w);
                 }
@@ -836,6 +839,11 @@ mod tests {
         assert_eq!(found("uniq in \"$B\"").0, vec!["$B"]);
         // Unquoted, `$A` may be two words.
         assert!(found("uniq $A").3.is_some());
+        // tree takes `-o`'s value from the next argument: one last argument alone cannot
+        // name a file for it to write; with another after it, it could be `-o`.
+        assert!(found("tree \"$DIR\"").3.is_none());
+        assert!(found("tree \"$OPT\" x").3.is_some());
+        assert!(found("tree $OPTS").3.is_some());
     }
 
     /// Every positional write by position is of a tool whose options pinfold knows all of:
