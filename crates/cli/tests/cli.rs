@@ -637,6 +637,50 @@ fn default_policy_without_files() {
     assert_snapshot!(s);
 }
 
+/// The default policy judges files a command's arguments name for it to write by where they
+/// land, as it judges output redirects, and asks before what a command runs on the side:
+/// `pinfold check` alone must not allow what only the sandbox would stop.
+#[test]
+fn default_policy_judges_where_arguments_write() {
+    let w = World::new();
+    let mut s = String::new();
+    for (cmd, code) in [
+        ("sed -n '1e id' f", 10),
+        ("sed -n 'w /etc/profile' f", 10),
+        ("sed -n 'w notes.txt' f", 0),
+        ("sort -o ~/.bashrc f", 10),
+        ("sort -o out.txt f", 0),
+        ("git diff --no-index --output ~/.bashrc a b", 10),
+        ("git diff --no-index --output=out.diff a b", 0),
+        ("uniq f ~/.bashrc", 10),
+        ("uniq f out.txt", 0),
+        ("tree -o ~/.bashrc", 10),
+        ("tree -o tree.txt", 0),
+        ("xxd -r d ~/.bashrc", 10),
+        ("xxd -r d out.bin", 0),
+        ("gcc -o ~/.bashrc a.c", 10),
+        ("gcc -o build/a a.c", 0),
+        ("rustc -o ~/.bashrc a.rs", 10),
+        ("rustc -o target/a a.rs", 0),
+        ("go build -o ~/.bashrc .", 10),
+        ("go build -o bin/app .", 0),
+        ("go env -w GOFLAGS=-toolexec=/tmp/x", 10),
+        ("npm install --prefix ~ left-pad", 10),
+        ("npm install --prefix web left-pad", 0),
+        ("gh auth status -t", 10),
+        ("gh auth token", 10),
+        ("gh auth status", 0),
+    ] {
+        let o = w.run(&["check", "--", cmd]);
+        assert_eq!(o.code, code, "{cmd}: {}", o.show());
+        s.push_str(&format!("$ pinfold check -- '{cmd}'\n{}\n", o.show()));
+    }
+    // The policy's own tests still pass.
+    let t = w.run(&["test"]);
+    assert_eq!(t.code, 0, "{}", t.show());
+    assert_snapshot!(s);
+}
+
 /// Once any policy file exists, the embedded default no longer applies.
 #[test]
 fn a_file_replaces_the_default_policy() {

@@ -45,6 +45,7 @@ const EXACT: &[(&str, &str)] = &[
     ("SSH_ASKPASS", "names a program ssh runs"),
     ("SUDO_ASKPASS", "names a program sudo runs"),
     ("NPM_CONFIG_SCRIPT_SHELL", "names the shell npm runs scripts with"),
+    ("GOFLAGS", "passes flags such as -toolexec (a program to run) to every go command"),
     ("HOME", "moves the home directory, and every dotfile with it"),
     ("XDG_CONFIG_HOME", "moves where tools (and pinfold) read configuration"),
     ("TMPDIR", "moves where tools write temporary files"),

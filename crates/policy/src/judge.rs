@@ -7,14 +7,18 @@
 //! * a command whose name is only known at run time is at least **ask**;
 //! * dangerous environment prefixes (`LD_PRELOAD=… ls`, `GIT_PAGER=… git log`) raise an
 //!   allow to **ask** unless an allowing rule names the variable in `env`;
-//! * an output redirect to a path the command's sandbox could not write raises allow to
-//!   **ask**;
+//! * an output redirect, or a file the command's arguments name for it to write (`sort -o
+//!   FILE`, `uniq IN OUT`, a sed script's `w FILE`; see [`crate::writes`]), in a place the
+//!   command's sandbox could not write raises allow to **ask**;
+//! * a program or script the command runs on the side, which pinfold cannot judge (`go build
+//!   -toolexec PROG`, a sed script's `e`), raises allow to **ask**, whatever the sandbox,
+//!   unless an allowing rule names the option;
 //! * input that cannot be parsed gets `defaults.on_parse_error` (ask or deny, never allow).
 
 use std::ops::Range;
 use std::path::Path;
 
-use pinfold_shell::{CommandKind, CommandTree, SimpleCommand, Unparseable};
+use pinfold_shell::{CommandKind, CommandTree, SimpleCommand, Unparseable, Word};
 use serde::Serialize;
 
 use crate::config::{Action, Config, Location, RuleSpec, SandboxPreset};
@@ -22,6 +26,7 @@ use crate::env::dangerous_env;
 use crate::matcher::{self, Env, Mode, Outcome};
 use crate::options::FnvMap;
 use crate::pattern::{Pattern, PatternError};
+use crate::writes;
 
 /// A rule's pattern that does not compile.
 #[derive(Debug, thiserror::Error)]
@@ -376,6 +381,8 @@ impl Policy {
         let defaults = &self.config.defaults;
         let mut sandbox = defaults.sandbox.clone();
         let mut env_ok: Vec<&str> = Vec::new();
+        // Options the matching allow rules name (required or permitted).
+        let mut named: Vec<&str> = Vec::new();
 
         if c.kind == CommandKind::Evaluated {
             // Code bash runs from inside a word: no argv for a rule to match. Like any code
@@ -434,6 +441,9 @@ impl Policy {
                                     allow_hit = Some(rule);
                                 }
                                 env_ok.extend(rule.spec.env.iter().map(String::as_str));
+                                named.extend(
+                                    rule.pattern.required.iter().map(|r| &r.names).chain(&rule.pattern.permitted).flatten().map(String::as_str),
+                                );
                             }
                         }
                     }
@@ -487,11 +497,19 @@ impl Policy {
         if v.decision == Action::Allow {
             self.raise_for_env(c, &env_ok, &mut v);
         }
-        let preset = sandbox.as_deref().and_then(|s| self.config.sandboxes.get(s));
+        let found = if v.decision == Action::Allow && c.unresolved.is_none() && matches!(c.kind, CommandKind::Simple) {
+            writes::scan(c)
+        } else {
+            writes::Found::default()
+        };
         if v.decision == Action::Allow {
-            if let Some(p) = preset {
-                raise_for_redirects(c, p, env, extra, &mut v);
-            }
+            raise_for_runs(&found, &named, &mut v);
+        }
+        let preset = sandbox.as_deref().and_then(|s| self.config.sandboxes.get(s));
+        if v.decision == Action::Allow
+            && let Some(p) = preset
+        {
+            raise_for_writes(c, &found, p, env, extra, &mut v);
         }
         if v.decision != Action::Deny {
             v.sandbox = sandbox;
@@ -571,27 +589,79 @@ pub struct TestFailure {
 /// Paths any command may always write through a redirect.
 const ALWAYS_WRITABLE: &[&str] = &["/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "/dev/fd"];
 
-fn raise_for_redirects(c: &SimpleCommand, preset: &SandboxPreset, env: &Env<'_>, extra: &[std::path::PathBuf], v: &mut CommandVerdict) {
+/// Ask before a program or script runs that pinfold cannot judge, unless an allowing rule
+/// names the option that runs it.
+fn raise_for_runs(found: &writes::Found, named: &[&str], v: &mut CommandVerdict) {
+    if let Some(run) = found.runs.iter().find(|r| !r.option.is_some_and(|o| named.contains(&o))) {
+        v.decision = Action::Ask;
+        v.reason = run.why.clone();
+    }
+}
+
+/// Ask when the command writes where its sandbox preset could not: through an output
+/// redirect, or a file its arguments name ([`writes::scan`]). Both are judged alike.
+fn raise_for_writes(
+    c: &SimpleCommand,
+    found: &writes::Found,
+    preset: &SandboxPreset,
+    env: &Env<'_>,
+    extra: &[std::path::PathBuf],
+    v: &mut CommandVerdict,
+) {
     for r in c.redirects.iter().filter(|r| r.writes_file()) {
         let Some(target) = &r.target else { continue };
-        let Some(path) = matcher::resolve(Some(target), env) else {
+        if let Some(why) = unwritable(target, "", preset, env, extra) {
             v.decision = Action::Ask;
-            v.reason = format!("writes to `{}`, a path known only at run time", target.text);
-            return;
-        };
-        if ALWAYS_WRITABLE.iter().any(|a| matcher::in_or_under(&path, a)) {
-            continue;
-        }
-        if !writable(&path, preset) && !extra.iter().any(|e| path.starts_with(e)) {
-            v.decision = Action::Ask;
-            v.reason = format!(
-                "writes to `{}`, which the `{}` sandbox cannot write",
-                path.display(),
-                preset.name
-            );
+            v.reason = why;
             return;
         }
     }
+    if found.writes.is_empty() && found.unknown_write.is_none() {
+        return;
+    }
+    // Relative paths the tool writes land where its `-C` options move it.
+    let mut cwd = env.cwd.to_path_buf();
+    for d in &found.chdir {
+        let here = Env { cwd: &cwd, ..*env };
+        match matcher::resolve(Some(d), &here) {
+            Some(p) => cwd = p,
+            None => {
+                if found.writes.iter().any(|t| !(t.word.text.starts_with('/') || t.word.tilde || t.word.home_suffix.is_some())) {
+                    v.decision = Action::Ask;
+                    v.reason = format!("works in `{}`, a directory known only at run time, and writes files there", d.text);
+                    return;
+                }
+            }
+        }
+    }
+    let here = Env { cwd: &cwd, ..*env };
+    for t in &found.writes {
+        let how = format!(" ({})", t.how);
+        if let Some(why) = unwritable(&t.word, &how, preset, &here, extra) {
+            v.decision = Action::Ask;
+            v.reason = why;
+            return;
+        }
+    }
+    if let Some(why) = &found.unknown_write {
+        v.decision = Action::Ask;
+        v.reason = why.clone();
+    }
+}
+
+/// Why `target` is a place `preset` cannot write, or `None` when it can; `how` says how the
+/// command names it.
+fn unwritable(target: &Word, how: &str, preset: &SandboxPreset, env: &Env<'_>, extra: &[std::path::PathBuf]) -> Option<String> {
+    let Some(path) = matcher::resolve(Some(target), env) else {
+        return Some(format!("writes to `{}`{how}, a path known only at run time", target.text));
+    };
+    if ALWAYS_WRITABLE.iter().any(|a| matcher::in_or_under(&path, a)) {
+        return None;
+    }
+    if !writable(&path, preset) && !extra.iter().any(|e| path.starts_with(e)) {
+        return Some(format!("writes to `{}`{how}, which the `{}` sandbox cannot write", path.display(), preset.name));
+    }
+    None
 }
 
 /// Whether the preset lets a command write `path`.

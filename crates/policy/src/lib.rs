@@ -6,6 +6,9 @@
 //!   with [`pinfold_shell`], matches each simple command against the rules ([`matcher`]) and
 //!   returns a [`Judgement`]: a verdict per command, the strictest overall, the rules that
 //!   matched and the sandbox preset to run in.
+//! * [`writes`] reads, with the tool knowledge in [`options`], the files a command's arguments
+//!   name for it to write and the programs it runs on the side; the judge holds the files to
+//!   the test an output redirect meets and asks before the programs run.
 //!
 //! # Example
 //!
@@ -40,6 +43,7 @@ pub mod matcher;
 pub mod merge;
 pub mod options;
 pub mod pattern;
+pub mod writes;
 
 pub use cache::{load_cached, LoadError};
 pub use merge::merge_presets;

@@ -8,7 +8,10 @@
 //! (`git push`) applies after the first positional argument names it.
 //!
 //! `style` says how single-dash words are read: `Gnu` splits `-rf` into `-r -f`; `Single`
-//! (find, go, java…) reads `-name` as one option.
+//! (find, go, gcc…) reads `-name` as one option.
+//!
+//! A table's `io` ([`Io`]) says which arguments name a file the tool writes (`sort -o FILE`,
+//! `uniq IN OUT`) or a program it runs (`go build -toolexec PROG`), for [`crate::writes`].
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -65,34 +68,223 @@ pub struct Table {
     /// Options not listed are unknown (both readings) — unless this is set, when they are
     /// taken as flags. Only for tools whose unlisted options never take values.
     pub closed: bool,
+    /// What the tool's arguments say it writes and runs ([`NO_IO`] for most tools).
+    pub io: &'static Io,
+}
+
+/// What a tool's arguments say about the files it writes and the programs it runs, besides
+/// its redirects. The judge holds every file named here to the test an output redirect
+/// meets (the command's sandbox preset must be able to write it), and asks before a program
+/// or script it cannot see runs (see [`crate::writes`]).
+#[derive(Debug)]
+pub struct Io {
+    /// Options and what their value is. An entry `"-C linker="` applies when the value
+    /// starts with `linker=`; what follows the prefix is the value described.
+    pub options: &'static [(&'static str, Use)],
+    /// Single-dash options above also take their value attached (`-ofile`, as gcc reads).
+    pub attached: bool,
+    /// An argument `@FILE` reads more arguments from FILE (gcc, rustc).
+    pub response_files: bool,
+    /// A cluster's options take their values from the arguments after it, in turn, never
+    /// from the rest of the word (tree: `-Lo 2 FILE`).
+    pub values_follow: bool,
+    /// Positional arguments the tool writes.
+    pub positional: Positional,
+    /// The language of the tool's script (the first positional when no [`Use::Script`]
+    /// option gives one), which pinfold reads for the files it writes and the commands it
+    /// runs.
+    pub script: Option<Script>,
+}
+
+/// What an option's value means to the tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// A path the tool writes: a file, or a directory it writes into.
+    Writes,
+    /// Comma-separated `KIND[=PATH]` items, each PATH written (rustc's `--emit`).
+    WritesEach,
+    /// A program the tool runs, or code it loads.
+    Runs,
+    /// Arguments for the linker, read with the `ld` table (`-Wl,-o,FILE`, `-Xlinker -o`).
+    Linker(Split),
+    /// The directory the tool works in, before its subcommand (`git -C DIR`): relative paths
+    /// it writes land there.
+    Chdir,
+    /// A piece of the tool's script ([`Io::script`]), as `sed -e` gives.
+    Script,
+    /// A file holding the tool's script (`sed -f`), which pinfold does not read.
+    ScriptFile,
+}
+
+/// How a [`Use::Linker`] value holds the linker's arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// One argument (`-Xlinker ARG`).
+    One,
+    /// Separated by commas (`-Wl,-o,FILE`).
+    Commas,
+    /// Separated by spaces (rustc's `-C link-args=`).
+    Spaces,
+}
+
+/// Positional arguments a tool writes, counted from 0 after any script argument.
+#[derive(Debug, Clone, Copy)]
+pub struct Positional {
+    /// These positions.
+    pub at: &'static [usize],
+    /// Every position from this one on.
+    pub from: Option<usize>,
+    /// Arguments `KEY=PATH` with one of these `KEY=` prefixes name PATH (`dd of=FILE`).
+    pub keyed: &'static [&'static str],
+    /// The above hold only when one of these flags is given (`sed -i`); empty: always.
+    pub when: &'static [&'static str],
+}
+
+/// A script language pinfold reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Script {
+    /// sed: `w FILE`, `W FILE` and `s///w FILE` write files; `e` and `s///e` run commands.
+    Sed,
+}
+
+const NO_POSITIONAL: Positional = Positional { at: &[], from: None, keyed: &[], when: &[] };
+
+const IO: Io = Io { options: &[], attached: false, response_files: false, values_follow: false, positional: NO_POSITIONAL, script: None };
+
+/// The [`Io`] of a tool whose arguments name nothing it writes or runs.
+pub static NO_IO: Io = IO;
+
+// What tools write and run, from their manuals. Only what changes a verdict: files written
+// outside the sandbox's roots, and programs or code the tool runs on the side.
+
+/// git(1): `--output=FILE` (diff options of `diff`, `log`, `show`, `stash show`…),
+/// `format-patch --output-directory`; `-C DIR` before the subcommand moves the work.
+static GIT_IO: Io = Io { options: &[("--output", Use::Writes), ("--output-directory", Use::Writes), ("-C", Use::Chdir)], ..IO };
+/// npm(1): `--prefix DIR` (short `-C`) installs into DIR as if it were the project.
+static NPM_IO: Io = Io { options: &[("--prefix", Use::Writes), ("-C", Use::Writes)], ..IO };
+/// pnpm: `--dir DIR` (`-C`) runs as if started in DIR, and installs there.
+static PNPM_IO: Io = Io { options: &[("--dir", Use::Writes), ("-C", Use::Writes)], ..IO };
+/// yarn: `--cwd DIR` works in DIR; `--modules-folder DIR` puts node_modules there.
+static YARN_IO: Io = Io { options: &[("--cwd", Use::Writes), ("--modules-folder", Use::Writes)], ..IO };
+/// go(1) build and test flags: `-o` and the profile outputs write files; `-toolexec`,
+/// `-exec` and `-vettool` name programs go runs; `-C DIR` (first) moves the work.
+static GO_IO: Io = Io {
+    options: &[
+        ("-o", Use::Writes), ("-coverprofile", Use::Writes), ("-cpuprofile", Use::Writes), ("-memprofile", Use::Writes),
+        ("-blockprofile", Use::Writes), ("-mutexprofile", Use::Writes), ("-trace", Use::Writes), ("-outputdir", Use::Writes),
+        ("-toolexec", Use::Runs), ("-exec", Use::Runs), ("-vettool", Use::Runs), ("-C", Use::Chdir),
+    ],
+    ..IO
+};
+/// gcc(1), clang(1): `-o FILE` (`-oFILE`, `--output`), `-MF` (dependency file); `-Wl,…` and
+/// `-Xlinker` pass arguments to the linker (which has its own `-o`); `-wrapper`, `-fplugin`,
+/// `-fpass-plugin`, `-B` (where compiler programs come from) and `-specs` run other code;
+/// `@FILE` reads more options.
+static CC_IO: Io = Io {
+    options: &[
+        ("-o", Use::Writes), ("--output", Use::Writes), ("-MF", Use::Writes), ("-aux-info", Use::Writes),
+        ("-Wl,", Use::Linker(Split::Commas)), ("-Xlinker", Use::Linker(Split::One)),
+        ("-wrapper", Use::Runs), ("-fplugin", Use::Runs), ("-fpass-plugin", Use::Runs), ("-B", Use::Runs), ("-specs", Use::Runs), ("--specs", Use::Runs),
+    ],
+    attached: true,
+    response_files: true,
+    ..IO
+};
+/// ld(1): `-o FILE` (`-oFILE`), `--output=FILE`.
+static LD_IO: Io = Io { options: &[("-o", Use::Writes), ("--output", Use::Writes)], ..IO };
+/// rustc: `-o FILE`, `--out-dir DIR`, `--emit KIND=PATH,…`; `-C linker=PROG` runs PROG;
+/// `-C link-arg(s)=` pass arguments to the linker; `@FILE` reads more options.
+static RUSTC_IO: Io = Io {
+    options: &[
+        ("-o", Use::Writes), ("--out-dir", Use::Writes), ("--emit", Use::WritesEach),
+        ("-C linker=", Use::Runs), ("--codegen linker=", Use::Runs),
+        ("-C link-arg=", Use::Linker(Split::One)), ("--codegen link-arg=", Use::Linker(Split::One)),
+        ("-C link-args=", Use::Linker(Split::Spaces)), ("--codegen link-args=", Use::Linker(Split::Spaces)),
+    ],
+    response_files: true,
+    ..IO
+};
+/// sort(1): `-o FILE`, `--output=FILE`.
+static SORT_IO: Io = Io { options: &[("-o", Use::Writes), ("--output", Use::Writes)], ..IO };
+/// tree(1): `-o FILE` sends the listing to FILE.
+static TREE_IO: Io = Io { options: &[("-o", Use::Writes)], values_follow: true, ..IO };
+/// uniq(1): `uniq [INPUT [OUTPUT]]`.
+static UNIQ_IO: Io = Io { positional: Positional { at: &[1], ..NO_POSITIONAL }, ..IO };
+/// xxd(1): `xxd [options] [infile [outfile]]`, with or without `-r`.
+static XXD_IO: Io = Io { positional: Positional { at: &[1], ..NO_POSITIONAL }, ..IO };
+/// tee(1): every FILE.
+static TEE_IO: Io = Io { positional: Positional { from: Some(0), ..NO_POSITIONAL }, ..IO };
+/// dd(1): `of=FILE`.
+static DD_IO: Io = Io { positional: Positional { keyed: &["of="], ..NO_POSITIONAL }, ..IO };
+/// yq: `-i`/`--inplace` rewrites every file named.
+static YQ_IO: Io = Io { positional: Positional { from: Some(0), when: &["-i", "--inplace"], ..NO_POSITIONAL }, ..IO };
+/// sed(1): the script (`-e`, `--expression`, or the first positional) may write files and
+/// run commands; `-f FILE` reads it from a file; `-i` rewrites every input file.
+static SED_IO: Io = Io {
+    options: &[("-e", Use::Script), ("--expression", Use::Script), ("-f", Use::ScriptFile), ("--file", Use::ScriptFile)],
+    positional: Positional { from: Some(0), when: &["-i", "--in-place"], ..NO_POSITIONAL },
+    script: Some(Script::Sed),
+    ..IO
+};
+
+impl Io {
+    /// Whether there is anything here to look for.
+    pub fn is_empty(&self) -> bool {
+        self.options.is_empty()
+            && !self.response_files
+            && self.script.is_none()
+            && self.positional.at.is_empty()
+            && self.positional.from.is_none()
+            && self.positional.keyed.is_empty()
+    }
 }
 
 const fn t(name: &'static str, value: &'static [&'static str], flags: &'static [&'static str]) -> Table {
-    Table { name, style: Style::Gnu, value, flags, subcommands: false, closed: false }
+    Table { name, style: Style::Gnu, value, flags, subcommands: false, closed: false, io: &NO_IO }
 }
 
 const fn sub(name: &'static str, value: &'static [&'static str], flags: &'static [&'static str]) -> Table {
-    Table { name, style: Style::Gnu, value, flags, subcommands: true, closed: false }
+    Table { name, style: Style::Gnu, value, flags, subcommands: true, closed: false, io: &NO_IO }
 }
 
 const fn closed(name: &'static str, value: &'static [&'static str], flags: &'static [&'static str]) -> Table {
-    Table { name, style: Style::Gnu, value, flags, subcommands: false, closed: true }
+    Table { name, style: Style::Gnu, value, flags, subcommands: false, closed: true, io: &NO_IO }
 }
 
 const fn single(name: &'static str, value: &'static [&'static str], flags: &'static [&'static str]) -> Table {
-    Table { name, style: Style::Single, value, flags, subcommands: false, closed: false }
+    Table { name, style: Style::Single, value, flags, subcommands: false, closed: false, io: &NO_IO }
 }
+
+impl Table {
+    /// This table with what its tool writes and runs.
+    const fn io(self, io: &'static Io) -> Table {
+        Table { io, ..self }
+    }
+
+    /// This table, closed (see [`Table::closed`]).
+    const fn closed(self) -> Table {
+        Table { closed: true, ..self }
+    }
+
+    /// This table, reading single-dash words whole ([`Style::Single`]).
+    const fn single_dash(self) -> Table {
+        Table { style: Style::Single, ..self }
+    }
+}
+
+/// gcc(1) and clang(1) options whose value is the next argument.
+const CC_VALUES: &[&str] = &["-o", "-x", "-MF", "-MT", "-MQ", "-Xlinker", "-Xassembler", "-Xpreprocessor", "-Xclang", "-include", "-imacros", "-idirafter", "-iprefix", "-iwithprefix", "-isystem", "-isysroot", "-iquote", "-aux-info", "-wrapper", "-I", "-L", "-D", "-U", "-B", "-T", "-u", "-z", "-e", "--output", "-target", "-arch"];
 
 /// The knowledge base. Keep entries sorted by tool; cite the manual's option list.
 pub static TABLES: &[Table] = &[
     // git(1): global options, then the subcommands agents use most.
     sub("git", &["-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix", "--exec-path"],
-        &["-p", "--paginate", "-P", "--no-pager", "--bare", "--no-replace-objects", "--literal-pathspecs", "--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs", "--no-optional-locks", "--version", "-v", "--help", "-h", "--no-lazy-fetch"]),
+        &["-p", "--paginate", "-P", "--no-pager", "--bare", "--no-replace-objects", "--literal-pathspecs", "--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs", "--no-optional-locks", "--version", "-v", "--help", "-h", "--no-lazy-fetch"]).io(&GIT_IO),
     t("git push", &["--repo", "--receive-pack", "--exec", "-o", "--push-option"],
         &["-f", "--force", "--force-with-lease", "--no-force-with-lease", "--force-if-includes", "-u", "--set-upstream", "-n", "--dry-run", "-v", "--verbose", "-q", "--quiet", "--all", "--branches", "--tags", "--delete", "-d", "--mirror", "--porcelain", "--no-verify", "--verify", "--follow-tags", "--atomic", "--prune", "--thin", "--no-thin", "--progress", "--signed", "--no-signed", "-4", "-6", "--ipv4", "--ipv6"]),
     t("git commit", &["-m", "--message", "-F", "--file", "-C", "--reuse-message", "-c", "--reedit-message", "--author", "--date", "--fixup", "--squash", "-t", "--template", "--cleanup", "--trailer", "--pathspec-from-file"],
         &["-a", "--all", "-v", "--verbose", "-q", "--quiet", "--amend", "-n", "--no-verify", "--verify", "-s", "--signoff", "--no-edit", "--edit", "-e", "-p", "--patch", "--allow-empty", "--allow-empty-message", "--dry-run", "--short", "--porcelain", "-o", "--only", "-i", "--include", "-S", "--gpg-sign", "--no-gpg-sign", "-z", "--null", "--no-status", "--status", "-u", "--untracked-files", "--reset-author"]),
-    t("git log", &["-n", "--max-count", "--author", "--committer", "--since", "--after", "--until", "--before", "--grep", "--skip", "-L", "--min-parents", "--max-parents"],
+    t("git log", &["-n", "--max-count", "--output", "--author", "--committer", "--since", "--after", "--until", "--before", "--grep", "--skip", "-L", "--min-parents", "--max-parents"],
         &["--oneline", "--graph", "--all", "--stat", "--shortstat", "--numstat", "-p", "--patch", "-u", "--decorate", "--no-decorate", "--reverse", "--follow", "--first-parent", "--merges", "--no-merges", "--name-only", "--name-status", "--abbrev-commit", "--no-color", "--color", "-q", "--quiet", "--source", "--walk-reflogs", "-g", "--date-order", "--topo-order", "--cherry", "--left-right", "-i", "--regexp-ignore-case", "-E", "-F", "-S", "-G", "-m", "--full-diff", "--raw", "--summary", "-z"]),
     t("git reset", &["--pathspec-from-file"], &["--hard", "--soft", "--mixed", "--keep", "--merge", "-q", "--quiet", "-p", "--patch", "-N", "--intent-to-add", "--recurse-submodules", "--no-recurse-submodules"]),
     t("git clean", &["-e", "--exclude"], &["-f", "--force", "-d", "-x", "-X", "-n", "--dry-run", "-q", "--quiet", "-i", "--interactive"]),
@@ -105,7 +297,7 @@ pub static TABLES: &[Table] = &[
     t("git fetch", &["--depth", "--deepen", "--shallow-since", "--shallow-exclude", "-j", "--jobs", "--refmap", "-o", "--server-option", "--upload-pack"], &["--all", "-p", "--prune", "-P", "--prune-tags", "-f", "--force", "-t", "--tags", "-n", "--no-tags", "-q", "--quiet", "-v", "--verbose", "--dry-run", "--unshallow", "--multiple", "--append", "-a", "--atomic", "--progress", "-4", "-6", "--recurse-submodules", "--no-recurse-submodules"]),
     t("git pull", &["--depth", "-s", "--strategy", "-X", "--strategy-option", "-j", "--jobs"], &["--rebase", "-r", "--no-rebase", "--ff", "--no-ff", "--ff-only", "-q", "--quiet", "-v", "--verbose", "--all", "-p", "--prune", "-f", "--force", "-t", "--tags", "--autostash", "--no-autostash", "--squash", "--no-squash", "--commit", "--no-commit", "--edit", "--no-edit", "--stat", "--no-stat", "--unshallow"]),
     t("git add", &["--chmod", "--pathspec-from-file"], &["-A", "--all", "-u", "--update", "-p", "--patch", "-i", "--interactive", "-f", "--force", "-n", "--dry-run", "-v", "--verbose", "-N", "--intent-to-add", "--no-all", "--ignore-removal", "--refresh", "--ignore-errors", "--renormalize", "-e", "--edit", "--sparse"]),
-    t("git stash", &["-m", "--message", "--pathspec-from-file"], &["-u", "--include-untracked", "-a", "--all", "-k", "--keep-index", "--no-keep-index", "-p", "--patch", "-q", "--quiet", "--index", "-S", "--staged"]),
+    t("git stash", &["-m", "--message", "--pathspec-from-file", "--output"], &["-u", "--include-untracked", "-a", "--all", "-k", "--keep-index", "--no-keep-index", "-p", "--patch", "-q", "--quiet", "--index", "-S", "--staged"]),
     t("git tag", &["-m", "--message", "-F", "--file", "-u", "--local-user", "--contains", "--no-contains", "--merged", "--no-merged", "--points-at", "--sort", "--format", "-n", "--cleanup"], &["-a", "--annotate", "-s", "--sign", "-d", "--delete", "-f", "--force", "-l", "--list", "-v", "--verify", "-e", "--edit", "-i", "--ignore-case"]),
     t("git show", &["--format", "--pretty", "-U", "--unified", "--output"], &["--stat", "--name-only", "--name-status", "--oneline", "-s", "--no-patch", "-p", "--patch", "--no-color", "--color", "-q", "--quiet", "--abbrev-commit", "--raw", "-w", "-m", "--first-parent"]),
     t("git remote", &["-t", "-m"], &["-v", "--verbose", "-f", "--tags", "--no-tags", "--mirror", "--push", "--add", "--delete", "--all", "-n", "--dry-run"]),
@@ -119,10 +311,10 @@ pub static TABLES: &[Table] = &[
     sub("cargo", &["--manifest-path", "-p", "--package", "--target", "--target-dir", "--features", "-F", "-j", "--jobs", "--bin", "--example", "--test", "--bench", "--profile", "--color", "--config", "-Z", "--message-format", "--exclude", "--lockfile-path", "--timings", "--index", "--registry", "--vers", "--version", "--git", "--branch", "--tag", "--rev", "--path", "--root", "--edition", "--name", "--vcs", "--rename", "--precise", "--format", "-e", "--invert", "--depth", "--prefix", "--token", "-C"],
         &["--release", "-r", "--all-features", "--no-default-features", "--workspace", "--all", "-q", "--quiet", "-v", "-vv", "--verbose", "--offline", "--locked", "--frozen", "--lib", "--bins", "--tests", "--benches", "--examples", "--all-targets", "--no-run", "--doc", "--no-fail-fast", "--keep-going", "--future-incompat-report", "--ignore-rust-version", "--unit-graph", "--build-plan", "-h", "--help", "--list", "--force", "-f", "--dry-run", "-n", "--no-deps", "--open", "--document-private-items", "--fix", "--allow-dirty", "--allow-staged", "--allow-no-vcs", "--tests", "--no-verify", "--check", "--locked", "--dev", "--build", "--optional", "--no-optional", "--duplicates", "-d", "--no-dedupe", "--all-targets", "--no-track"]),
     // npm(1): global config options that take values, and common boolean switches.
-    sub("npm", &["--registry", "--prefix", "-w", "--workspace", "--tag", "--access", "--cache", "--otp", "--userconfig", "--globalconfig", "--loglevel", "--omit", "--include", "--install-strategy", "--script-shell", "-C"],
-        &["-g", "--global", "--save-dev", "-D", "--save", "-S", "--save-optional", "-O", "--save-exact", "-E", "--save-peer", "--no-save", "--force", "-f", "--dry-run", "--production", "--ignore-scripts", "-y", "--yes", "--silent", "-s", "-q", "--quiet", "-d", "--verbose", "--json", "--parseable", "-p", "--long", "-l", "--all", "-a", "--workspaces", "--ws", "--if-present", "--no-audit", "--no-fund", "--legacy-peer-deps", "--prefer-offline", "--offline", "--ci", "--no-package-lock", "--package-lock-only", "--include-workspace-root", "-h", "--help", "-v", "--version"]),
-    sub("pnpm", &["--filter", "-F", "--dir", "-C", "--registry", "--store-dir", "--reporter", "--workspace-root"], &["-r", "--recursive", "-w", "-g", "--global", "-D", "--save-dev", "-P", "--save-prod", "-O", "--frozen-lockfile", "--prod", "--dev", "--offline", "--prefer-offline", "--silent", "-s", "--if-present", "--ignore-scripts"]),
-    sub("yarn", &["--cwd", "--registry", "--cache-folder", "--modules-folder"], &["-D", "--dev", "-P", "--peer", "-O", "--optional", "-E", "--exact", "--frozen-lockfile", "--immutable", "--production", "--offline", "--prefer-offline", "--silent", "-s", "--ignore-scripts", "-W", "--ignore-workspace-root-check"]),
+    sub("npm", &["--registry", "--prefix", "--location", "-w", "--workspace", "--tag", "--access", "--cache", "--otp", "--userconfig", "--globalconfig", "--loglevel", "--omit", "--include", "--install-strategy", "--script-shell", "-C"],
+        &["-g", "--global", "--save-dev", "-D", "--save", "-S", "--save-optional", "-O", "--save-exact", "-E", "--save-peer", "--no-save", "--force", "-f", "--dry-run", "--production", "--ignore-scripts", "-y", "--yes", "--silent", "-s", "-q", "--quiet", "-d", "--verbose", "--json", "--parseable", "-p", "--long", "-l", "--all", "-a", "--workspaces", "--ws", "--if-present", "--no-audit", "--no-fund", "--legacy-peer-deps", "--prefer-offline", "--offline", "--ci", "--no-package-lock", "--package-lock-only", "--include-workspace-root", "-h", "--help", "-v", "--version"]).io(&NPM_IO),
+    sub("pnpm", &["--filter", "-F", "--dir", "-C", "--registry", "--store-dir", "--reporter", "--workspace-root"], &["-r", "--recursive", "-w", "-g", "--global", "-D", "--save-dev", "-P", "--save-prod", "-O", "--frozen-lockfile", "--prod", "--dev", "--offline", "--prefer-offline", "--silent", "-s", "--if-present", "--ignore-scripts"]).io(&PNPM_IO),
+    sub("yarn", &["--cwd", "--registry", "--cache-folder", "--modules-folder"], &["-D", "--dev", "-P", "--peer", "-O", "--optional", "-E", "--exact", "--frozen-lockfile", "--immutable", "--production", "--offline", "--prefer-offline", "--silent", "-s", "--ignore-scripts", "-W", "--ignore-workspace-root-check"]).io(&YARN_IO),
     // docker(1) / podman(1): global options and `run`/`exec`.
     sub("docker", &["-H", "--host", "--context", "-c", "--config", "-l", "--log-level", "--tlscacert", "--tlscert", "--tlskey"], &["-D", "--debug", "--tls", "--tlsverify", "-v", "--version"]),
     t("docker run", &["-v", "--volume", "-e", "--env", "-p", "--publish", "--name", "-w", "--workdir", "-u", "--user", "--network", "--net", "--entrypoint", "--mount", "--env-file", "-m", "--memory", "--cpus", "--platform", "-h", "--hostname", "--add-host", "--cap-add", "--cap-drop", "--security-opt", "--device", "-l", "--label", "--restart", "--pid", "--ipc", "--userns", "--ulimit", "--tmpfs", "--shm-size", "--log-driver", "--log-opt", "--gpus", "--pull", "--stop-signal", "--stop-timeout", "--health-cmd", "--dns", "--cidfile", "-a", "--attach", "--volumes-from", "--link", "--expose"],
@@ -157,7 +349,9 @@ pub static TABLES: &[Table] = &[
         &["-i", "--ignore-case", "-v", "--invert-match", "-r", "--recursive", "-R", "--dereference-recursive", "-n", "--line-number", "-l", "--files-with-matches", "-L", "--files-without-match", "-c", "--count", "-o", "--only-matching", "-q", "--quiet", "--silent", "-s", "--no-messages", "-E", "--extended-regexp", "-F", "--fixed-strings", "-G", "--basic-regexp", "-P", "--perl-regexp", "-w", "--word-regexp", "-x", "--line-regexp", "-h", "--no-filename", "-H", "--with-filename", "-a", "--text", "-I", "-z", "--null-data", "-Z", "--null", "-b", "--byte-offset", "-T", "--initial-tab", "-U", "--binary", "--line-buffered", "--no-ignore-case", "-y"]),
     closed("wc", &["--files0-from"], &["-c", "--bytes", "-m", "--chars", "-l", "--lines", "-L", "--max-line-length", "-w", "--words", "--total"]),
     closed("echo", &[], &["-n", "-e", "-E"]),
-    t("sed", &["-e", "--expression", "-f", "--file", "-l", "--line-length", "-i", "--in-place", "-s", "--separate"], &["-n", "--quiet", "--silent", "-E", "-r", "--regexp-extended", "-z", "--null-data", "-u", "--unbuffered", "--posix", "--debug", "--sandbox", "--follow-symlinks"]),
+    // sed(1): `-i[SUFFIX]` and `--in-place[=SUFFIX]` take their suffix attached only; `-s` is
+    // `--separate`, a flag.
+    closed("sed", &["-e", "--expression", "-f", "--file", "-l", "--line-length"], &["-n", "--quiet", "--silent", "-i", "--in-place", "-s", "--separate", "-E", "-r", "--regexp-extended", "-z", "--null-data", "--zero-terminated", "-u", "--unbuffered", "-b", "--binary", "--posix", "--debug", "--sandbox", "--follow-symlinks", "--help", "--version"]).io(&SED_IO),
     t("tar", &["-f", "--file", "-C", "--directory", "-T", "--files-from", "-X", "--exclude-from", "--exclude", "-I", "--use-compress-program", "--transform", "--owner", "--group", "--mode", "--strip-components", "-b", "--blocking-factor", "-N", "--newer", "--format", "-H", "-K", "--starting-file", "-V", "--label"],
         &["-c", "--create", "-x", "--extract", "--get", "-t", "--list", "-r", "--append", "-u", "--update", "-d", "--diff", "--delete", "-v", "--verbose", "-z", "--gzip", "-j", "--bzip2", "-J", "--xz", "--zstd", "-a", "--auto-compress", "-p", "--preserve-permissions", "-P", "--absolute-names", "-k", "--keep-old-files", "--overwrite", "-O", "--to-stdout", "-h", "--dereference", "-m", "--touch", "-S", "--sparse", "-W", "--verify", "--numeric-owner", "--no-same-owner", "--same-owner", "-o", "--remove-files", "--recursive", "--no-recursion", "-w", "--interactive"]),
     t("ssh", &["-b", "-c", "-D", "-E", "-e", "-F", "-I", "-i", "-J", "-L", "-l", "-m", "-O", "-o", "-p", "-Q", "-R", "-S", "-W", "-w", "-B"], &["-4", "-6", "-A", "-a", "-C", "-f", "-G", "-g", "-K", "-k", "-M", "-N", "-n", "-q", "-s", "-T", "-t", "-V", "-v", "-X", "-x", "-Y", "-y"]),
@@ -171,12 +365,38 @@ pub static TABLES: &[Table] = &[
     t("node", &["-e", "--eval", "-p", "--print", "-r", "--require", "--import", "--loader", "--experimental-loader", "--input-type", "--env-file", "--conditions", "-C", "--inspect-port", "--max-old-space-size", "--stack-size", "--title"], &["-i", "--interactive", "-c", "--check", "-v", "--version", "-h", "--help", "--inspect", "--inspect-brk", "--test", "--watch", "--no-warnings", "--trace-warnings", "--enable-source-maps", "--experimental-vm-modules", "--preserve-symlinks"]),
     sub("gh", &["-R", "--repo", "--hostname", "-t", "--title", "-b", "--body", "-F", "--body-file", "-B", "--base", "-H", "--head", "-l", "--label", "-a", "--assignee", "-r", "--reviewer", "-m", "--milestone", "-p", "--project", "-L", "--limit", "-s", "--state", "--json", "-q", "--jq", "--template", "-X", "--method", "-f", "--raw-field", "--field", "--input", "--cache", "-A", "--author", "-S", "--search", "--workflow", "-e", "--env", "-o", "--org", "--branch", "-c", "--commit", "--ref"],
         &["--web", "-d", "--draft", "--fill", "--fill-first", "--fill-verbose", "--paginate", "--slurp", "-i", "--include", "--silent", "--verbose", "--merge", "--squash", "--rebase", "--auto", "--admin", "--delete-branch", "--yes", "-y", "--force", "--dry-run", "--no-maintainer-edit", "--approve", "--comment", "--request-changes"]),
-    sub("go", &["-C", "-o", "-p", "-run", "-bench", "-count", "-timeout", "-tags", "-ldflags", "-gcflags", "-asmflags", "-mod", "-modfile", "-pkgdir", "-coverprofile", "-coverpkg", "-covermode", "-cpu", "-parallel", "-benchtime", "-memprofile", "-cpuprofile", "-exec", "-toolexec", "-overlay", "-buildmode", "-compiler", "-installsuffix", "-skip", "-shuffle", "-fuzz", "-fuzztime", "-f"],
-        &["-v", "-x", "-n", "-a", "-race", "-msan", "-asan", "-cover", "-short", "-failfast", "-json", "-u", "-d", "-t", "-i", "-benchmem", "-trimpath", "-work", "-modcacherw", "-buildvcs", "-linkshared", "-insecure", "-fix", "-m", "-l", "-w", "-e", "-s"]),
+    // gh auth: `status -t` is `--show-token`, not gh's `--title`.
+    t("gh auth", &["-h", "--hostname", "-p", "--git-protocol", "-s", "--scopes", "-r", "--remove-scopes", "-u", "--user", "--json", "-q", "--jq", "--template"],
+        &["-t", "--show-token", "-a", "--active", "-w", "--web", "--with-token", "--insecure-storage", "--skip-ssh-key", "-c", "--clipboard", "--reset-scopes", "-f", "--force"]),
+    // go(1) reads single-dash words whole (`-toolexec`, `-o=FILE`), like the flag package.
+    sub("go", &["-C", "-o", "-p", "-run", "-bench", "-count", "-timeout", "-tags", "-ldflags", "-gcflags", "-asmflags", "-mod", "-modfile", "-pkgdir", "-coverprofile", "-coverpkg", "-covermode", "-cpu", "-parallel", "-benchtime", "-memprofile", "-cpuprofile", "-exec", "-toolexec", "-vettool", "-blockprofile", "-mutexprofile", "-trace", "-outputdir", "-overlay", "-buildmode", "-compiler", "-installsuffix", "-skip", "-shuffle", "-fuzz", "-fuzztime", "-f"],
+        &["-v", "-x", "-n", "-a", "-race", "-msan", "-asan", "-cover", "-short", "-failfast", "-json", "-u", "-d", "-t", "-i", "-benchmem", "-trimpath", "-work", "-modcacherw", "-buildvcs", "-linkshared", "-insecure", "-fix", "-m", "-l", "-w", "-e", "-s"]).single_dash().io(&GO_IO),
     single("find", &["-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex", "-iregex", "-type", "-xtype", "-size", "-perm", "-user", "-group", "-uid", "-gid", "-newer", "-anewer", "-cnewer", "-mtime", "-atime", "-ctime", "-mmin", "-amin", "-cmin", "-maxdepth", "-mindepth", "-links", "-inum", "-samefile", "-lname", "-ilname", "-fstype", "-used", "-printf", "-fprintf", "-fprint", "-fprint0", "-fls", "-regextype", "-context", "-files0-from", "-D", "-O"],
         &["-delete", "-print", "-print0", "-ls", "-prune", "-quit", "-empty", "-executable", "-readable", "-writable", "-true", "-false", "-depth", "-mount", "-xdev", "-noleaf", "-follow", "-nouser", "-nogroup", "-not", "-and", "-or", "-a", "-o", "-P", "-L", "-H", "-daystart", "-ignore_readdir_race", "-noignore_readdir_race", "-warn", "-nowarn", "-help", "-version"]),
     t("make", &["-C", "--directory", "-f", "--file", "--makefile", "-I", "--include-dir", "-j", "--jobs", "-l", "--load-average", "-o", "--old-file", "--assume-old", "-W", "--what-if", "--new-file", "--assume-new", "-O", "--output-sync", "--eval", "--debug"], &["-B", "--always-make", "-d", "-e", "--environment-overrides", "-i", "--ignore-errors", "-k", "--keep-going", "-n", "--just-print", "--dry-run", "--recon", "-p", "--print-data-base", "-q", "--question", "-r", "--no-builtin-rules", "-R", "--no-builtin-variables", "-s", "--silent", "--quiet", "-S", "--no-keep-going", "--stop", "-t", "--touch", "-v", "--version", "-w", "--print-directory", "--no-print-directory", "--trace"]),
-    t("dd", &[], &[]),
+    // Text tools that write a file named in their arguments (see the `Io` statics above).
+    closed("sort", &["-k", "--key", "-t", "--field-separator", "-o", "--output", "-S", "--buffer-size", "-T", "--temporary-directory", "--batch-size", "--parallel", "--files0-from", "--random-source", "--compress-program", "--sort"],
+        &["-b", "--ignore-leading-blanks", "-d", "--dictionary-order", "-f", "--ignore-case", "-g", "--general-numeric-sort", "-i", "--ignore-nonprinting", "-M", "--month-sort", "-h", "--human-numeric-sort", "-n", "--numeric-sort", "-R", "--random-sort", "-r", "--reverse", "-V", "--version-sort", "-c", "--check", "-C", "-m", "--merge", "-s", "--stable", "-u", "--unique", "-z", "--zero-terminated", "--debug", "--help", "--version"]).io(&SORT_IO),
+    closed("uniq", &["-f", "--skip-fields", "-s", "--skip-chars", "-w", "--check-chars"], &["-c", "--count", "-d", "--repeated", "-D", "--all-repeated", "--group", "-i", "--ignore-case", "-u", "--unique", "-z", "--zero-terminated", "--help", "--version"]).io(&UNIQ_IO),
+    closed("tee", &[], &["-a", "--append", "-i", "--ignore-interrupts", "-p", "--output-error", "--help", "--version"]).io(&TEE_IO),
+    // tree(1) takes the values of a cluster's options from the following arguments in turn.
+    t("tree", &["-L", "-P", "-I", "-o", "-H", "-T", "--charset", "--filelimit", "--timefmt", "--sort", "--gitfile", "--infofile", "--hintro", "--houtro"],
+        &["-a", "-d", "-l", "-f", "-x", "-q", "-N", "-Q", "-p", "-u", "-g", "-s", "-h", "-D", "-F", "-v", "-t", "-c", "-U", "-r", "-C", "-n", "-i", "-A", "-S", "-X", "-J", "-R", "--inodes", "--device", "--noreport", "--nolinks", "--dirsfirst", "--filesfirst", "--si", "--du", "--prune", "--ignore-case", "--matchdirs", "--fromfile", "--gitignore", "--info", "--metafirst", "--help", "--version"]).io(&TREE_IO),
+    // xxd(1) reads single-dash words whole; its `-o` is an offset.
+    single("xxd", &["-c", "-cols", "-g", "-groupsize", "-l", "-len", "-n", "-name", "-o", "-offset", "-s", "-seek", "-R"],
+        &["-a", "-autoskip", "-b", "-bits", "-C", "-capitalize", "-d", "-E", "-EBCDIC", "-e", "-h", "-help", "-i", "-include", "-p", "-ps", "-postscript", "-plain", "-r", "-revert", "-u", "-uppercase", "-v", "-version"]).closed().io(&XXD_IO),
+    t("yq", &["-o", "--output-format", "-p", "--input-format", "-I", "--indent", "--expression", "--from-file", "--front-matter", "--arg", "--argjson"], &["-i", "--inplace", "-n", "--null-input", "-e", "--exit-status", "-r", "--unwrapScalar", "-M", "--no-colors", "-C", "--colors", "-P", "--prettyPrint", "-j", "--tojson", "-s", "--slurp"]).io(&YQ_IO),
+    // Compilers and the linker (single-dash words whole: `-Wall`, `-O2`).
+    single("gcc", CC_VALUES, &[]).io(&CC_IO),
+    single("g++", CC_VALUES, &[]).io(&CC_IO),
+    single("cc", CC_VALUES, &[]).io(&CC_IO),
+    single("c++", CC_VALUES, &[]).io(&CC_IO),
+    single("clang", CC_VALUES, &[]).io(&CC_IO),
+    single("clang++", CC_VALUES, &[]).io(&CC_IO),
+    t("ld", &["-o", "--output", "-L", "--library-path", "-l", "--library", "-T", "--script", "-e", "--entry", "-m", "-z", "-soname", "-rpath", "-Map", "--dynamic-linker", "-plugin"], &[]).io(&LD_IO),
+    t("rustc", &["-o", "--out-dir", "--emit", "-C", "--codegen", "-L", "-l", "--crate-type", "--crate-name", "--edition", "--target", "-W", "--warn", "-A", "--allow", "-D", "--deny", "-F", "--forbid", "--cap-lints", "--cfg", "--check-cfg", "--print", "--explain", "--extern", "--sysroot", "--error-format", "--json", "--color", "--remap-path-prefix", "-Z"],
+        &["-g", "-O", "--test", "-v", "--verbose", "-V", "--version", "-h", "--help"]).io(&RUSTC_IO),
+    t("dd", &[], &[]).io(&DD_IO),
     t("sudo", &["-u", "--user", "-g", "--group", "-C", "--close-from", "-D", "--chdir", "-h", "--host", "-p", "--prompt", "-r", "--role", "-t", "--type", "-T", "--command-timeout", "-U", "--other-user", "-R", "--chroot"], &["-A", "--askpass", "-b", "--background", "-E", "--preserve-env", "-H", "--set-home", "-i", "--login", "-K", "--remove-timestamp", "-k", "--reset-timestamp", "-l", "--list", "-n", "--non-interactive", "-P", "--preserve-groups", "-S", "--stdin", "-s", "--shell", "-V", "--version", "-v", "--validate", "-e", "--edit", "-B", "--bell", "-N", "--no-update"]),
     t("systemctl", &["-t", "--type", "--state", "-p", "--property", "-H", "--host", "-M", "--machine", "-n", "--lines", "-o", "--output", "--signal", "-s", "--kill-whom", "--root", "--job-mode"], &["-a", "--all", "-r", "--recursive", "--user", "--system", "--global", "--now", "--force", "-f", "-q", "--quiet", "--no-block", "--no-pager", "--no-legend", "--runtime", "-l", "--full", "--failed", "-i", "--ignore-inhibitors", "--dry-run", "--no-reload", "--no-ask-password", "--show-types"]),
 ];
