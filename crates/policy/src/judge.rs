@@ -9,7 +9,8 @@
 //!   allow to **ask** unless an allowing rule names the variable in `env`;
 //! * an output redirect, or a file the command's arguments name for it to write (`sort -o
 //!   FILE`, `uniq IN OUT`, a sed script's `w FILE`; see [`crate::writes`]), in a place the
-//!   command's sandbox could not write raises allow to **ask**;
+//!   command's sandbox could not write — or, for a command no sandbox preset holds, outside
+//!   the project and the temp directories — raises allow to **ask**;
 //! * a program or script the command runs on the side, which pinfold cannot judge (`go build
 //!   -toolexec PROG`, a sed script's `e`), raises allow to **ask**, whatever the sandbox,
 //!   unless an allowing rule names the option;
@@ -506,15 +507,38 @@ impl Policy {
             raise_for_runs(&found, &named, &mut v);
         }
         let preset = sandbox.as_deref().and_then(|s| self.config.sandboxes.get(s));
-        if v.decision == Action::Allow
-            && let Some(p) = preset
-        {
-            raise_for_writes(c, &found, p, env, extra, &mut v);
+        if v.decision == Action::Allow {
+            match preset {
+                Some(p) => raise_for_writes(c, &found, p, env, extra, &mut v),
+                // No sandbox will hold the command: it may write the project and the temp
+                // directories, as a sandboxed command could, and nothing else unasked.
+                None if c.redirects.iter().any(|r| r.writes_file()) || !found.writes.is_empty() || found.unknown_write.is_some() => {
+                    raise_for_writes(c, &found, &self.unsandboxed_bounds(), env, extra, &mut v);
+                }
+                None => {}
+            }
         }
         if v.decision != Action::Deny {
             v.sandbox = sandbox;
         }
         v
+    }
+
+    /// What a command with no sandbox preset may write without asking: the project and the
+    /// temp directories. Named with the empty string, which [`unwritable`] words apart.
+    fn unsandboxed_bounds(&self) -> SandboxPreset {
+        SandboxPreset {
+            name: String::new(),
+            write_allow: vec![self.config.project_root.to_string_lossy().into_owned(), "/tmp".into(), "/var/tmp".into()],
+            write_deny: Vec::new(),
+            read_deny: Vec::new(),
+            network_allow: false,
+            network_hosts: Vec::new(),
+            upstream_ca: Vec::new(),
+            endpoints: Vec::new(),
+            env_keep: Vec::new(),
+            location: Location { file: String::new(), line: 0, col: 0 },
+        }
     }
 
     fn raise_for_env(&self, c: &SimpleCommand, env_ok: &[&str], v: &mut CommandVerdict) {
@@ -659,6 +683,12 @@ fn unwritable(target: &Word, how: &str, preset: &SandboxPreset, env: &Env<'_>, e
         return None;
     }
     if !writable(&path, preset) && !extra.iter().any(|e| path.starts_with(e)) {
+        if preset.name.is_empty() {
+            return Some(format!(
+                "writes to `{}`{how}, outside the project and the temp directories, and no sandbox preset holds this command",
+                path.display()
+            ));
+        }
         return Some(format!("writes to `{}`{how}, which the `{}` sandbox cannot write", path.display(), preset.name));
     }
     None
