@@ -8,6 +8,7 @@
 # the run never touches the user's own ledger or settings.
 #
 #   RUNS=300 bench/hook.sh     # writes bench/results/hook.json and prints a table
+#   OLD=/tmp/pinfold-old RUNS=300 bench/hook.sh   # also `hook-old`: another build, same runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=bench/results
@@ -15,7 +16,9 @@ mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cargo build -q --release -p pinfold
-bin=$PWD/target/x86_64-unknown-linux-gnu/release/pinfold
+# A fresh copy, as check.sh and exec.sh time (and as OLD is): page-cache state alike.
+cp target/x86_64-unknown-linux-gnu/release/pinfold "$work/pinfold"
+bin=$work/pinfold
 mkdir -p "$work/project"
 cmd='cargo build && cargo test 2>&1 | tail -5'
 python3 - "$work" "$cmd" <<'PY'
@@ -34,9 +37,16 @@ mkdir -p "$work/no-ledger/pinfold"
 printf '[audit]\nenabled = false\n' > "$work/no-ledger/pinfold/config.toml"
 "$bin" hook claude-code < "$work/payload.json" >/dev/null   # warm the cache, make the keys
 XDG_CONFIG_HOME="$work/no-ledger" "$bin" hook claude-code < "$work/payload.json" >/dev/null
+old=()
+if [ -n "${OLD:-}" ]; then
+    cp "$OLD" "$work/pinfold-old"
+    "$work/pinfold-old" hook claude-code < "$work/payload.json" >/dev/null
+    old=(-n "hook-old" "$work/pinfold-old hook claude-code < $work/payload.json")
+fi
 before=$(wc -l < "$PINFOLD_STATE_DIR/ledger.jsonl")
 hyperfine --warmup 50 --runs "${RUNS:-500}" --export-json "$out/hook.json" \
     -n "sh" "true < $work/payload.json" \
+    "${old[@]}" \
     -n "check" "$bin check --cwd $work/project < $work/cmd.txt" \
     -n "hook-claude-code" "$bin hook claude-code < $work/payload.json" \
     -n "hook-no-ledger" "XDG_CONFIG_HOME=$work/no-ledger $bin hook claude-code < $work/payload.json" \
