@@ -66,7 +66,7 @@ pub fn run(work: impl FnOnce() -> i32, limits: &Limits) -> io::Result<Ended> {
         sys::exit_now(if flushed { code } else { 125 });
     }
     drop(write_end);
-    let ended = watch(pid, &read_end, limits);
+    let ended = watch(pid, &read_end, limits, true);
     if !matches!(ended, Ok(Ended::Exited { .. } | Ended::Signalled { .. })) {
         // Timed out, too much output, or the watch itself failed: the worker must not
         // outlive the answer.
@@ -77,8 +77,14 @@ pub fn run(work: impl FnOnce() -> i32, limits: &Limits) -> io::Result<Ended> {
 }
 
 /// Read the worker's output and wait for it to end, until the deadline.
-fn watch(pid: libc::pid_t, out: &std::os::fd::OwnedFd, limits: &Limits) -> io::Result<Ended> {
-    let exited = sys::pidfd_open(pid)?;
+fn watch(pid: libc::pid_t, out: &std::os::fd::OwnedFd, limits: &Limits, use_pidfd: bool) -> io::Result<Ended> {
+    // A pidfd says when the worker ends. Without one (a kernel before 5.3, or valgrind,
+    // which does not know the call), the worker is asked every few milliseconds instead.
+    let exited = match use_pidfd.then(|| sys::pidfd_open(pid)) {
+        Some(Ok(fd)) => Some(fd),
+        Some(Err(e)) if e.raw_os_error() != Some(libc::ENOSYS) => return Err(e),
+        _ => None,
+    };
     sys::set_nonblocking(out.as_raw_fd())?;
     let mut output = Vec::new();
     let mut open = true;
@@ -88,31 +94,47 @@ fn watch(pid: libc::pid_t, out: &std::os::fd::OwnedFd, limits: &Limits) -> io::R
             return Ok(Ended::TimedOut);
         }
         // Round up so that a wait never spins on a sub-millisecond remainder.
-        let ms = left.as_millis().saturating_add(1).min(i32::MAX as u128) as i32;
-        let fds: Vec<i32> = if open { vec![exited.as_raw_fd(), out.as_raw_fd()] } else { vec![exited.as_raw_fd()] };
+        let mut ms = left.as_millis().saturating_add(1).min(i32::MAX as u128) as i32;
+        let mut fds: Vec<i32> = Vec::with_capacity(2);
+        if open {
+            fds.push(out.as_raw_fd());
+        }
+        match &exited {
+            Some(fd) => fds.push(fd.as_raw_fd()),
+            None => ms = ms.min(5),
+        }
         let ready = sys::poll_read(&fds, ms)?;
-        if open && ready[1] {
+        if open && ready[0] {
             open = drain(out, &mut output)?;
             if output.len() > limits.max_output {
                 return Ok(Ended::TooMuchOutput);
             }
         }
-        if ready[0] {
-            // Ended: what it wrote before is in the pipe (a process it left behind may hold
-            // the write end open, so read what is there, not until end of file).
-            drain(out, &mut output)?;
-            if output.len() > limits.max_output {
-                return Ok(Ended::TooMuchOutput);
+        let status = if exited.is_some() {
+            if !ready[ready.len() - 1] {
+                continue;
             }
-            let Some((_, status)) = sys::waitpid(pid, 0)? else {
-                return Err(io::Error::other("the worker ended but waitpid reported nothing"));
-            };
-            return Ok(if libc::WIFEXITED(status) {
-                Ended::Exited { code: libc::WEXITSTATUS(status), output }
-            } else {
-                Ended::Signalled { signal: libc::WTERMSIG(status) }
-            });
+            match sys::waitpid(pid, 0)? {
+                Some((_, status)) => status,
+                None => return Err(io::Error::other("the worker ended but waitpid reported nothing")),
+            }
+        } else {
+            match sys::waitpid(pid, libc::WNOHANG)? {
+                Some((_, status)) => status,
+                None => continue,
+            }
+        };
+        // Ended: what it wrote before is in the pipe (a process it left behind may hold the
+        // write end open, so read what is there, not until end of file).
+        drain(out, &mut output)?;
+        if output.len() > limits.max_output {
+            return Ok(Ended::TooMuchOutput);
         }
+        return Ok(if libc::WIFEXITED(status) {
+            Ended::Exited { code: libc::WEXITSTATUS(status), output }
+        } else {
+            Ended::Signalled { signal: libc::WTERMSIG(status) }
+        });
     }
 }
 
@@ -226,6 +248,43 @@ mod tests {
             Ended::TimedOut => assert!(t.elapsed() < Duration::from_secs(5)),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Without a pidfd (valgrind answers ENOSYS) the worker is watched by polling.
+    #[test]
+    fn without_a_pidfd_the_worker_is_polled() {
+        for (code, sleep_ms) in [(3, 0), (4, 50)] {
+            let (read_end, write_end) = sys::pipe().unwrap();
+            let pid = sys::fork().unwrap();
+            if pid == 0 {
+                drop(read_end);
+                use std::io::Write;
+                let mut f = std::fs::File::from(write_end);
+                let _ = f.write_all(b"done");
+                std::thread::sleep(Duration::from_millis(sleep_ms));
+                sys::exit_now(code);
+            }
+            drop(write_end);
+            match watch(pid, &read_end, &limits(10), false).unwrap() {
+                Ended::Exited { code: c, output } => {
+                    assert_eq!(c, code);
+                    assert_eq!(output, b"done");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let (read_end, write_end) = sys::pipe().unwrap();
+        let pid = sys::fork().unwrap();
+        if pid == 0 {
+            drop(read_end);
+            std::thread::sleep(Duration::from_secs(30));
+            sys::exit_now(0);
+        }
+        drop(write_end);
+        let short = Limits { deadline: Instant::now() + Duration::from_millis(200), ..limits(0) };
+        assert!(matches!(watch(pid, &read_end, &short, false).unwrap(), Ended::TimedOut));
+        let _ = sys::kill(pid, libc::SIGKILL);
+        let _ = sys::waitpid(pid, 0);
     }
 
     #[test]
