@@ -45,6 +45,7 @@
 //! expand globs, tildes or the environment (it marks them), does not follow `source`d files,
 //! and resolves variables only from static assignments in the same input.
 
+mod divergence;
 mod evaluated;
 mod syntax;
 mod walk;

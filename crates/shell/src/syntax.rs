@@ -233,6 +233,11 @@ impl SyntaxTree {
     pub(crate) fn root(&self) -> Node<'_> {
         Node { tree: self, id: 0 }
     }
+
+    /// Every node, in pre-order.
+    pub(crate) fn all(&self) -> impl Iterator<Item = Node<'_>> {
+        (0..self.nodes.len() as u32).map(move |id| Node { tree: self, id })
+    }
 }
 
 /// Text between syntax leaves may only be blanks, newlines, line continuations and `;`/`&`

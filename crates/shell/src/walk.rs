@@ -149,7 +149,9 @@ fn syntax_tree(text: &str, deadline: Instant, limits: &Limits) -> Result<SyntaxT
         // the long inputs.
         if text.len() <= SHORT_INPUT {
             let tree = parser.parse(text, None).ok_or(Unparseable::Timeout { millis: limits.timeout.as_millis() as u64 })?;
-            return SyntaxTree::build(&tree, text, limits, deadline);
+            let tree = SyntaxTree::build(&tree, text, limits, deadline)?;
+            crate::divergence::check(text, &tree)?;
+            return Ok(tree);
         }
         let mut timed_out = false;
         let mut progress = |_: &tree_sitter::ParseState| {
@@ -171,7 +173,9 @@ fn syntax_tree(text: &str, deadline: Instant, limits: &Limits) -> Result<SyntaxT
             return Err(Unparseable::Timeout { millis: limits.timeout.as_millis() as u64 });
         }
         let tree = tree.ok_or(Unparseable::Timeout { millis: limits.timeout.as_millis() as u64 })?;
-        SyntaxTree::build(&tree, text, limits, deadline)
+        let tree = SyntaxTree::build(&tree, text, limits, deadline)?;
+        crate::divergence::check(text, &tree)?;
+        Ok(tree)
     })
 }
 

@@ -389,6 +389,23 @@ const TABLE: &[Row] = &[
         "echo after",
     ])),
     ("cat <<A; cat <<B\na\nA\nb\nB", None), // syntax error near byte 13: unexpected `<<`
+    // Where bash and tree-sitter-bash read the text differently (red team, issue 14): bash
+    // runs `touch x`, the parser hides it in a comment, a word or a heredoc.
+    ("cat f\r# ; touch x", None), // a carriage return bash reads as part of a word
+    ("cat f\\\n# ; touch x", None), // a `#` joined to `f` by a line continuation
+    ("cat f [ ]# ; touch x", None), // `]#` is a word for bash
+    ("{}# ; touch x", None), // `{}#` is a word for bash
+    ("x=\\\n\nrm cat -rf V", None), // the continuation joins `x=` to an empty line
+    ("cat f\n\\\nrm -rf V", None), // a line of `\` alone
+    ("cat f <$\nrm -rf V", None), // `$` before a newline is literal for bash
+    ("cat f >\r\nrm -rf V", None), // the redirect target is a carriage return
+    ("cat <<EOF\nhi\nEO\\\nF\ntouch x\nEOF\n", None), // `EO\⏎F` ends the heredoc for bash
+    // Continuations after a blank or an operator, in quotes, in a heredoc: read alike.
+    ("echo a \\\n  b", Some(&["echo a b"])),
+    ("a &&\\\nb", Some(&["a @andor", "b @andor"])),
+    ("echo \"a\\\nb\"", Some(&["echo ab"])),
+    ("cat <<EOF\ndocker run \\\n -v x\nEOF", Some(&["cat r:<<EOF"])),
+    ("echo a # c; touch x", Some(&["echo a"])),
     ("X=1", Some(&[
         "#assign $X=1",
     ])),

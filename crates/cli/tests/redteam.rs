@@ -1,0 +1,149 @@
+//! Findings of the outside red team, each kept as a test that tries the attack again.
+//!
+//! Each test runs the real binary in its own temporary world and, where the attack aimed at
+//! running code outside the sandbox, runs the hook's answer exactly as the agent would
+//! (`bash -c` on the rewritten command, in the project) and checks the host afterwards.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_pinfold");
+
+struct World {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    home: PathBuf,
+    proj: PathBuf,
+}
+
+impl World {
+    fn new() -> World {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().canonicalize().unwrap();
+        let home = root.join("home");
+        let proj = root.join("proj");
+        fs::create_dir_all(home.join(".config")).unwrap();
+        fs::create_dir_all(&proj).unwrap();
+        let st = Command::new("git").args(["init", "-q"]).current_dir(&proj).status().expect("git");
+        assert!(st.success());
+        fs::write(proj.join("notes.txt"), "notes\n").unwrap();
+        World { _dir: dir, root, home, proj }
+    }
+
+    fn env(&self, c: &mut Command) {
+        c.current_dir(&self.proj)
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .env("XDG_STATE_HOME", self.root.join("state"))
+            .env("PINFOLD_CACHE_DIR", self.root.join("cache"))
+            .env_remove("PINFOLD_NO_CACHE")
+            .env_remove("XDG_CACHE_HOME")
+            .env_remove("PINFOLD_HOOK_ORIGIN")
+            .env_remove("PINFOLD_HOOK_TIMEOUT_MS");
+    }
+
+    /// `pinfold ARGS` with `stdin`; (exit status, stdout, stderr).
+    fn pinfold(&self, args: &[&str], stdin: &[u8]) -> (i32, String, String) {
+        let mut c = Command::new(BIN);
+        c.args(args);
+        self.env(&mut c);
+        c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().expect("spawn");
+        let mut si = child.stdin.take().unwrap();
+        let data = stdin.to_vec();
+        let w = std::thread::spawn(move || {
+            let _ = si.write_all(&data);
+        });
+        let o = child.wait_with_output().expect("wait");
+        let _ = w.join();
+        (o.status.code().expect("an exit status"), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    }
+
+    /// Shell text run by bash in the project, as an agent runs a command.
+    fn bash(&self, text: &str) {
+        let mut c = Command::new("bash");
+        c.args(["-c", text]);
+        self.env(&mut c);
+        let _ = c.output().expect("bash");
+    }
+}
+
+/// Each agent's payload for a shell command run in `cwd`.
+fn shell_payload(agent: &str, command: &str, cwd: &Path) -> Value {
+    match agent {
+        "claude-code" | "codex" => json!({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": command}, "cwd": cwd}),
+        "gemini" => json!({"session_id": "s", "hook_event_name": "BeforeTool", "tool_name": "run_shell_command", "tool_input": {"command": command}, "cwd": cwd}),
+        "cursor" => json!({"conversation_id": "s", "hook_event_name": "beforeShellExecution", "command": command, "cwd": cwd}),
+        "copilot" => json!({"toolName": "bash", "toolArgs": json!({"command": command}).to_string(), "cwd": cwd}),
+        _ => unreachable!(),
+    }
+}
+
+/// The decision and, when the agent would run something, the command it runs.
+fn answer(agent: &str, code: i32, stdout: &str, original: &str) -> (String, Option<String>) {
+    if code == 2 {
+        return ("block".into(), None);
+    }
+    assert_eq!(code, 0, "{agent}: a non-blocking failure");
+    let v: Value = serde_json::from_str(stdout).unwrap_or_else(|e| panic!("{agent}: {e}: {stdout:?}"));
+    let (d, cmd) = match agent {
+        "claude-code" | "codex" => (&v["hookSpecificOutput"]["permissionDecision"], &v["hookSpecificOutput"]["updatedInput"]["command"]),
+        "gemini" => (&v["decision"], &v["hookSpecificOutput"]["tool_input"]["command"]),
+        "cursor" => (&v["permission"], &v["updated_input"]["command"]),
+        _ => (&v["permissionDecision"], &v["modifiedArgs"]["command"]),
+    };
+    let d = d.as_str().unwrap_or("none").to_string();
+    let runs = match d.as_str() {
+        "deny" | "block" => None,
+        _ => Some(cmd.as_str().unwrap_or(original).to_string()),
+    };
+    (d, runs)
+}
+
+/// F1 and F5: text that bash and pinfold's parser read differently (a `#` bash reads inside
+/// a word, a carriage return, a line continuation joined to a word, `$` before a newline, a
+/// heredoc delimiter made by a continuation). bash runs the part pinfold hid; the hook
+/// answered allow and left it in the agent's shell. Now: ask (it cannot be parsed), and
+/// whatever an agent runs of the answer writes nothing outside the project.
+#[test]
+fn text_bash_reads_differently_is_never_allowed_and_runs_nothing_outside() {
+    let w = World::new();
+    let marker = w.root.join("outside-marker");
+    let m = marker.display().to_string();
+    let attacks = [
+        format!("cat notes.txt\r# ; touch {m}"),
+        format!("cat notes.txt\\\n# ; touch {m}"),
+        format!("cat notes.txt [ ]# ; touch {m}"),
+        format!("{{}}# ; touch {m}"),
+        format!("x=\\\n\ntouch cat {m}"),
+        format!("cat notes.txt\n\\\ntouch {m}"),
+        format!("cat notes.txt <$\ntouch {m}"),
+        format!("cat notes.txt >\r\ntouch {m}"),
+        format!("cat <<EOF\nhi\nEO\\\nF\ntouch {m}\nEOF\n"),
+    ];
+    for attack in &attacks {
+        // The control: bash alone runs the hidden `touch`.
+        let _ = fs::remove_file(&marker);
+        w.bash(attack);
+        assert!(marker.exists(), "control: bash should run the hidden part of {attack:?}");
+        fs::remove_file(&marker).unwrap();
+
+        let (code, _, stderr) = w.pinfold(&["check", "--", attack], b"");
+        assert_eq!(code, 10, "check {attack:?}: {stderr}");
+        for agent in ["claude-code", "codex", "gemini", "cursor", "copilot"] {
+            let payload = shell_payload(agent, attack, &w.proj);
+            let (code, stdout, stderr) = w.pinfold(&["hook", agent], payload.to_string().as_bytes());
+            let (d, runs) = answer(agent, code, &stdout, attack);
+            assert_ne!(d, "allow", "{agent} {attack:?}: {stdout} {stderr}");
+            // What an agent would run if a person approved the ask.
+            if let Some(cmd) = runs {
+                w.bash(&cmd);
+                assert!(!marker.exists(), "{agent} {attack:?}: the answer ran the hidden part outside the sandbox: {cmd}");
+            }
+        }
+    }
+}
