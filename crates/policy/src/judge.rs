@@ -312,7 +312,7 @@ impl Policy {
             let mut v = self.judge_command(c, &tree.source, &env, extra);
             if c.kind == CommandKind::FunctionCall && v.decision == Action::Allow {
                 let name = c.words.first().map_or("", |w| w.text.as_str());
-                if recursive.iter().any(|r| r == name) {
+                if recursive.contains(name) {
                     v.decision = Action::Ask;
                     v.reason = format!(
                         "calls `{name}`, a function that calls itself; unbounded recursion (a fork bomb) cannot be ruled out"
@@ -700,42 +700,92 @@ pub fn writable(path: &Path, preset: &SandboxPreset) -> bool {
         && !preset.write_deny.iter().any(|d| matcher::in_or_under(path, d))
 }
 
-/// Functions defined in the input that can call themselves, directly or through others.
-fn recursive_functions(tree: &CommandTree) -> Vec<String> {
+/// Functions defined in the input that can call themselves, directly or through others: the
+/// functions in a cycle of the call graph (a strongly connected component of more than one,
+/// or one that calls itself), found in linear time (Tarjan's algorithm, iteratively: an input
+/// of tens of thousands of functions must not cost their square, nor a stack frame each).
+fn recursive_functions(tree: &CommandTree) -> std::collections::HashSet<String> {
     use pinfold_shell::Context;
+    use std::collections::{HashMap, HashSet};
+    let mut out = HashSet::new();
     if tree.functions.is_empty() {
-        return Vec::new();
+        return out;
     }
-    // Edges: innermost enclosing function -> called function.
-    let mut edges: Vec<(&str, &str)> = Vec::new();
+    // Nodes: function names; edges: innermost enclosing function -> called function.
+    let mut ids: HashMap<&str, usize> = HashMap::new();
+    let mut names: Vec<&str> = Vec::new();
+    for (f, _) in &tree.functions {
+        ids.entry(f.as_str()).or_insert_with(|| {
+            names.push(f.as_str());
+            names.len() - 1
+        });
+    }
+    let mut edges: Vec<Vec<usize>> = vec![Vec::new(); names.len()];
+    let mut self_loop = vec![false; names.len()];
     for c in &tree.commands {
-        if c.kind != CommandKind::FunctionCall {
+        // bash looks a function up when it is called: a body may call one defined after it,
+        // which the walker lists as a plain command.
+        if !matches!(c.kind, CommandKind::FunctionCall | CommandKind::Simple) {
             continue;
         }
-        let callee = c.words.first().map_or("", |w| w.text.as_str());
+        let Some(callee) = c.words.first().filter(|w| !w.dynamic).map(|w| w.text.as_str()) else { continue };
         let caller = c.context.iter().rev().find_map(|x| match x {
             Context::Function(f) => Some(f.as_str()),
             _ => None,
         });
-        if let Some(caller) = caller {
-            edges.push((caller, callee));
+        if let (Some(a), Some(&b)) = (caller.and_then(|f| ids.get(f)), ids.get(callee)) {
+            edges[*a].push(b);
+            if *a == b {
+                self_loop[b] = true;
+            }
         }
     }
-    let mut out = Vec::new();
-    for (f, _) in &tree.functions {
-        // Depth-first search from f's callees back to f.
-        let mut stack: Vec<&str> = edges.iter().filter(|(a, _)| a == f).map(|(_, b)| *b).collect();
-        let mut seen: Vec<&str> = Vec::new();
-        while let Some(g) = stack.pop() {
-            if g == f {
-                out.push(f.clone());
-                break;
+    let n = names.len();
+    let mut index = vec![usize::MAX; n];
+    let mut low = vec![0usize; n];
+    let mut on_stack = vec![false; n];
+    let mut stack: Vec<usize> = Vec::new();
+    let mut next = 0usize;
+    for root in 0..n {
+        if index[root] != usize::MAX {
+            continue;
+        }
+        // (node, position in its edge list): the recursion of Tarjan's algorithm, by hand.
+        let mut work: Vec<(usize, usize)> = vec![(root, 0)];
+        while let Some(&mut (v, ref mut i)) = work.last_mut() {
+            if *i == 0 {
+                index[v] = next;
+                low[v] = next;
+                next += 1;
+                stack.push(v);
+                on_stack[v] = true;
             }
-            if seen.contains(&g) {
+            if let Some(&w) = edges[v].get(*i) {
+                *i += 1;
+                if index[w] == usize::MAX {
+                    work.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
                 continue;
             }
-            seen.push(g);
-            stack.extend(edges.iter().filter(|(a, _)| *a == g).map(|(_, b)| *b));
+            work.pop();
+            if let Some(&(parent, _)) = work.last() {
+                low[parent] = low[parent].min(low[v]);
+            }
+            if low[v] == index[v] {
+                let mut component = Vec::new();
+                while let Some(x) = stack.pop() {
+                    on_stack[x] = false;
+                    component.push(x);
+                    if x == v {
+                        break;
+                    }
+                }
+                if component.len() > 1 || self_loop[v] {
+                    out.extend(component.into_iter().map(|x| names[x].to_string()));
+                }
+            }
         }
     }
     out

@@ -67,3 +67,44 @@ fn a_command_of_tens_of_thousands_of_arguments_is_judged() {
         (format!("xargs {}rm -rf /", "-0 ".repeat(n)), Action::Deny),
     ]);
 }
+
+/// Functions that can call themselves, directly or through others, are found in linear time:
+/// the call graph's cycles, not a search from every function (tens of thousands of functions
+/// took tens of seconds), and without a stack frame per function.
+#[test]
+fn recursive_functions_are_found_among_tens_of_thousands() {
+    let policy_text = "[defaults]\naction = \"allow\"\n";
+    let opts = LoadOptions { explicit: None, cwd: "/p".into(), home: Some("/home/me".into()), xdg_config_home: None };
+    let p = Policy::new(pinfold_policy::config::load_str("pinfold.toml", policy_text, pinfold_policy::config::Format::Toml, &opts).unwrap()).unwrap();
+    let judge = |c: &str| p.judge(c, "/p".as_ref());
+    assert_eq!(judge("f(){ f; }; f").decision, Action::Ask, "a function that calls itself");
+    let j = judge("a(){ :; }; b(){ a; }; a(){ b; }; a");
+    assert_eq!(j.decision, Action::Ask, "a cycle through two functions: {}", j.reason);
+    assert!(j.reason.contains("calls itself"), "{}", j.reason);
+    assert_eq!(judge("a(){ :; }; b(){ a; }; c(){ b; }; c").decision, Action::Allow, "a chain is no cycle");
+    let many = "f(){ f; }; ".repeat(20_000) + "f";
+    std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(move || {
+            let opts = LoadOptions { explicit: None, cwd: "/p".into(), home: Some("/home/me".into()), xdg_config_home: None };
+            let p = Policy::new(pinfold_policy::config::load_str("pinfold.toml", "[defaults]\naction = \"allow\"\n", pinfold_policy::config::Format::Toml, &opts).unwrap()).unwrap();
+            let chain: String = (0..20_000).map(|i| format!("g{}(){{ g{}; }}; ", i + 1, i)).collect::<String>() + "g0(){ g20000; }; g1";
+            assert_eq!(p.judge(&many, "/p".as_ref()).decision, Action::Ask);
+            let j = p.judge(&chain, "/p".as_ref());
+            assert_eq!(j.decision, Action::Ask, "{}", j.reason);
+        })
+        .unwrap()
+        .join()
+        .expect("judging panicked");
+}
+
+/// bash looks a function up when it is called: `a(){ b; }; b(){ a; }; a` recurses although
+/// `b` was not yet defined when `a`'s body was written.
+#[test]
+fn a_cycle_through_a_function_defined_later_is_found() {
+    let opts = LoadOptions { explicit: None, cwd: "/p".into(), home: Some("/home/me".into()), xdg_config_home: None };
+    let p = Policy::new(pinfold_policy::config::load_str("pinfold.toml", "[defaults]\naction = \"allow\"\n", pinfold_policy::config::Format::Toml, &opts).unwrap()).unwrap();
+    let j = p.judge("a(){ b; }; b(){ a; }; a", "/p".as_ref());
+    assert_eq!(j.decision, Action::Ask, "{}", j.reason);
+    assert!(j.reason.contains("calls itself"), "{}", j.reason);
+}

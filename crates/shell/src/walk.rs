@@ -101,6 +101,7 @@ fn parse_here(source: &str, limits: &Limits, deadline: Instant) -> Result<Parts,
         map: SpanMap::Offset(0),
         out: Vec::new(),
         functions: Vec::new(),
+        function_names: std::collections::HashSet::new(),
         vars: Vars::default(),
         ctx: Vec::new(),
         depth: 0,
@@ -196,6 +197,8 @@ struct Walker<'a> {
     map: SpanMap,
     out: Vec<SimpleCommand>,
     functions: Vec<(String, Range<usize>)>,
+    /// The names in `functions`, to look up per command without a scan of them all.
+    function_names: std::collections::HashSet<String>,
     vars: Vars,
     ctx: Vec<Context>,
     depth: usize,
@@ -489,6 +492,7 @@ impl<'a> Walker<'a> {
             .unwrap_or_default();
         let span = self.span(n.byte_range());
         self.functions.push((name.clone(), span));
+        self.function_names.insert(name.clone());
         // `f() { …; } > log`: every run of the body writes to log.
         let redirect_nodes: Vec<Node<'_>> = n.children_by_field_name("redirect").collect();
         let rs = self.redirect_list(redirect_nodes.iter(), true);
@@ -856,7 +860,7 @@ impl<'a> Walker<'a> {
     }
 
     fn is_function(&self, w: &Word) -> bool {
-        !w.dynamic && self.functions.iter().any(|(f, _)| *f == w.text)
+        !w.dynamic && self.function_names.contains(&w.text)
     }
 
     /// Builtins that change what we know of variables.
@@ -1026,6 +1030,7 @@ impl<'a> Walker<'a> {
             map,
             out: std::mem::take(&mut self.out),
             functions: std::mem::take(&mut self.functions),
+            function_names: std::mem::take(&mut self.function_names),
             vars: std::mem::take(&mut self.vars),
             ctx: {
                 let mut c = outer.context.clone();
@@ -1061,6 +1066,7 @@ impl<'a> Walker<'a> {
         }
         self.out = sub.out;
         self.functions = sub.functions;
+        self.function_names = sub.function_names;
         self.vars = sub.vars;
         self.steps = sub.steps;
         self.budget = sub.budget;
