@@ -969,6 +969,8 @@ both_users!(
     git_dir_delete,
     git_init_refused,
     worktree_common_git_dir_protected,
+    planted_git_file_names_no_writable_root,
+    planted_commondir_names_no_writable_root,
 );
 
 fn git_protected(git: &Path) -> Snap {
@@ -1574,6 +1576,58 @@ fn make_worktree(fx: &mut Fx) {
     fx.put(&wt.join("pinfold.toml"), TEST_POLICY);
     fx.config = Some(wt.join("pinfold.toml"));
     fx.own();
+}
+
+/// Red team (issue 14, F2): a `.git` *file* is project content a sandboxed command can
+/// write, and `pinfold exec` made what its `gitdir:` names writable for the next command —
+/// `gitdir: /` opened the whole file system. A planted one (here naming a directory outside
+/// the project that looks like a git directory) must name nothing.
+fn make_planted_git_file(fx: &mut Fx) {
+    let proj = fx.base.join("planted");
+    fs::create_dir_all(&proj).expect("mkdir");
+    fx.put(&fx.out.join("HEAD"), "ref: refs/heads/main\n");
+    fx.put(&proj.join(".git"), &format!("gitdir: {}\n", fx.out.display()));
+    fx.put(&proj.join("pinfold.toml"), TEST_POLICY);
+    fx.config = Some(proj.join("pinfold.toml"));
+    fx.cwd = proj;
+    fx.own();
+}
+
+fn planted_git_file_names_no_writable_root(u: User) {
+    attack_case(
+        u,
+        "planted_git_file_names_no_writable_root",
+        &make_planted_git_file,
+        &|fx| fx.sh_script("planted_gitdir", &format!("t 'write where gitdir: points' 'echo x > {}/planted'\n", Fx::s(&fx.out))),
+        &|fx| exists_change(&fx.out.join("planted")).into_iter().collect(),
+    );
+}
+
+/// The same through `commondir`: a git directory planted inside the project (with the
+/// back-link git writes) whose `commondir` names a directory outside.
+fn make_planted_commondir(fx: &mut Fx) {
+    let proj = fx.base.join("planted");
+    let evil = proj.join(".evil");
+    fs::create_dir_all(&evil).expect("mkdir");
+    fx.put(&evil.join("HEAD"), "ref: refs/heads/main\n");
+    fx.put(&evil.join("gitdir"), &format!("{}\n", proj.join(".git").display()));
+    fx.put(&evil.join("commondir"), &format!("{}\n", fx.out.display()));
+    fx.put(&fx.out.join("HEAD"), "ref: refs/heads/main\n");
+    fx.put(&proj.join(".git"), "gitdir: .evil\n");
+    fx.put(&proj.join("pinfold.toml"), TEST_POLICY);
+    fx.config = Some(proj.join("pinfold.toml"));
+    fx.cwd = proj;
+    fx.own();
+}
+
+fn planted_commondir_names_no_writable_root(u: User) {
+    attack_case(
+        u,
+        "planted_commondir_names_no_writable_root",
+        &make_planted_commondir,
+        &|fx| fx.sh_script("planted_commondir", &format!("t 'write where commondir points' 'echo x > {}/planted'\n", Fx::s(&fx.out))),
+        &|fx| exists_change(&fx.out.join("planted")).into_iter().collect(),
+    );
 }
 
 fn worktree_common_git_dir_protected(u: User) {

@@ -377,15 +377,43 @@ pub fn git_equivalents(project_root: &Path, paths: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// The git directory of a worktree or submodule (`.git` is a file: `gitdir: PATH`), and the
-/// common directory it shares with its main repository.
+/// common directory it shares with its main repository — only when they are what git made:
+/// a `.git` file is project content a sandboxed command can write, and what it names becomes
+/// writable for the next command (`gitdir: /` made the whole file system writable).
+///
+/// * A worktree's git directory names this `.git` file in its own `gitdir` file (git writes
+///   that back-link when it adds the worktree); a submodule's lies in the `.git/modules` of a
+///   directory above the project. A command can write neither outside the project.
+/// * The common directory (`commondir`) must be the one that holds this git directory in its
+///   `worktrees`: that file is writable too.
+///
+/// Anything else names nothing, and only the project stays writable.
 fn git_dirs(project_root: &Path) -> Vec<PathBuf> {
     let dotgit = project_root.join(".git");
     let Ok(text) = std::fs::read_to_string(&dotgit) else { return Vec::new() };
     let Some(dir) = text.lines().next().and_then(|l| l.strip_prefix("gitdir:")) else { return Vec::new() };
-    let gitdir = project_root.join(dir.trim());
+    let (Ok(gitdir), Ok(dotgit), Ok(root)) =
+        (std::fs::canonicalize(project_root.join(dir.trim())), std::fs::canonicalize(&dotgit), std::fs::canonicalize(project_root))
+    else {
+        return Vec::new();
+    };
+    if !gitdir.join("HEAD").is_file() {
+        return Vec::new();
+    }
+    let back_link = std::fs::read_to_string(gitdir.join("gitdir"))
+        .ok()
+        .and_then(|t| std::fs::canonicalize(gitdir.join(t.trim())).ok());
+    let worktree = back_link.as_deref() == Some(dotgit.as_path());
+    let submodule = root.ancestors().skip(1).any(|a| gitdir.starts_with(a.join(".git").join("modules")));
+    if !(worktree || submodule) {
+        return Vec::new();
+    }
     let mut out = vec![gitdir.clone()];
-    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir")) {
-        out.push(gitdir.join(common.trim()));
+    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir"))
+        && let Ok(common) = std::fs::canonicalize(gitdir.join(common.trim()))
+        && gitdir.parent() == Some(common.join("worktrees").as_path())
+    {
+        out.push(common);
     }
     out
 }
