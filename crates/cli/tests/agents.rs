@@ -73,7 +73,19 @@ impl World {
             .env_remove("COPILOT_HOME")
             .env_remove("PINFOLD_HOOK_ORIGIN");
         c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = c.spawn().expect("spawn");
+        // A binary this test process just copied may still be open for writing in a child
+        // another test thread is forking (until that child's exec closes it): exec then
+        // fails with ETXTBSY for a moment.
+        let mut tries = 0;
+        let mut child = loop {
+            match c.spawn() {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                r => break r.expect("spawn"),
+            }
+        };
         let mut si = child.stdin.take().unwrap();
         let data = stdin.to_vec();
         let w = std::thread::spawn(move || {
@@ -719,7 +731,20 @@ fn pinfold_copy(w: &World) -> PathBuf {
     fs::create_dir_all(&dir).unwrap();
     let bin = dir.join("pinfold");
     fs::copy(BIN, &bin).unwrap();
+    settle(&bin);
     bin
+}
+
+/// Wait until `exe`, just written, can be executed: a child another test thread forked while
+/// it was open for writing holds it open until that child's own exec (ETXTBSY meanwhile), and
+/// the installed command line would read that as a failure to start.
+fn settle(exe: &std::path::Path) {
+    for _ in 0..100 {
+        match Command::new(exe).arg("--version").output() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            _ => return,
+        }
+    }
 }
 
 fn put_script(path: &std::path::Path, body: &str) {
@@ -892,6 +917,7 @@ fn doctor_reports_each_agents_hook() {
         if exe != bin {
             fs::create_dir_all(exe.parent().unwrap()).unwrap();
             fs::copy(&bin, exe).unwrap();
+            settle(exe);
         }
         let o = scratch.run_bin(exe, &["init", "--agent", agent]);
         assert_eq!(o.code, 0, "{}", o.stderr);
