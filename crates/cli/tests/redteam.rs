@@ -147,3 +147,42 @@ fn text_bash_reads_differently_is_never_allowed_and_runs_nothing_outside() {
         }
     }
 }
+
+/// F6: a working directory the model chooses for one call (Gemini CLI's `dir_path`, Cursor's
+/// `tool_input.cwd`) became that call's project: `"/"` made the sandbox write the whole file
+/// system, and a Write with `tool_input.cwd` set to a directory outside let the file tool
+/// write there. Outside the session's workspace it is refused; inside it works as before.
+#[test]
+fn a_model_chosen_directory_outside_the_workspace_is_refused() {
+    let w = World::new();
+    fs::create_dir_all(w.proj.join("sub")).unwrap();
+    let outside = w.root.join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    let gemini = |dir: &str| {
+        let p = json!({"session_id": "s", "hook_event_name": "BeforeTool", "tool_name": "run_shell_command",
+                       "tool_input": {"command": "ls", "dir_path": dir}, "cwd": w.proj});
+        let (code, stdout, stderr) = w.pinfold(&["hook", "gemini"], p.to_string().as_bytes());
+        assert_eq!(code, 0, "{stderr}");
+        serde_json::from_str::<Value>(&stdout).unwrap()
+    };
+    for dir in ["/", outside.to_str().unwrap(), "..", "../.."] {
+        let v = gemini(dir);
+        assert_eq!(v["decision"], "deny", "dir_path {dir}: {v}");
+        assert!(v["reason"].as_str().unwrap().contains("outside the session's workspace"), "{v}");
+    }
+    assert_eq!(gemini("sub")["decision"], "allow");
+
+    let cursor = |tool: &str, input: Value| {
+        let p = json!({"conversation_id": "s", "hook_event_name": "preToolUse", "tool_name": tool, "tool_input": input,
+                       "cwd": w.proj, "workspace_roots": [w.proj]});
+        let (code, stdout, stderr) = w.pinfold(&["hook", "cursor"], p.to_string().as_bytes());
+        assert_eq!(code, 0, "{stderr}");
+        serde_json::from_str::<Value>(&stdout).unwrap()
+    };
+    let v = cursor("Shell", json!({"command": format!("touch {}/m", outside.display()), "cwd": "/"}));
+    assert_eq!(v["permission"], "deny", "{v}");
+    let v = cursor("Write", json!({"file_path": "planted", "contents": "x", "cwd": outside}));
+    assert_eq!(v["permission"], "deny", "{v}");
+    let v = cursor("Shell", json!({"command": "ls", "cwd": w.proj.join("sub")}));
+    assert_eq!(v["permission"], "allow", "{v}");
+}

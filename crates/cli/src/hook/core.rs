@@ -25,6 +25,22 @@ pub fn cwd(v: Option<&Value>, field: &str) -> Result<PathBuf, Error> {
     std::fs::canonicalize(&cwd).map_err(|e| Error::new(format!("cannot resolve {}", cwd.display())).cause(e))
 }
 
+/// Why `dir`, a working directory the model chose for one call (Gemini CLI's `dir_path`,
+/// Cursor's `tool_input.cwd`), may not be used: it is not inside the directory the agent's
+/// session works in (`workspace`, resolved). A directory outside becomes the call's project,
+/// with its own policy and sandbox roots (`dir_path: "/"` made the whole file system the
+/// project); the session's own directory is what the person chose.
+pub fn outside_workspace(dir: &Path, workspace: &[PathBuf]) -> Option<String> {
+    if workspace.is_empty() {
+        return Some(format!("the call asks to run in `{}`, and the hook input names no workspace to hold it to", dir.display()));
+    }
+    if workspace.iter().any(|w| dir.starts_with(w)) {
+        return None;
+    }
+    let names: Vec<String> = workspace.iter().map(|w| w.display().to_string()).collect();
+    Some(format!("the call asks to run in `{}`, outside the session's workspace ({}); run it from inside the project", dir.display(), names.join(", ")))
+}
+
 /// The verdict on a shell command and what to run instead.
 #[derive(Debug)]
 pub struct Shell {

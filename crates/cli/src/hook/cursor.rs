@@ -65,6 +65,11 @@ fn workdir(obj: &Map<String, Value>, inner: Option<&Map<String, Value>>) -> Resu
     if let Some(c) = inner.and_then(|i| i.get("cwd")).filter(|v| !v.is_null()) {
         return core::cwd(Some(c), "tool_input.cwd");
     }
+    session_dir(obj)
+}
+
+/// The session's own directory: `cwd`, else the first workspace root, else pinfold's own.
+fn session_dir(obj: &Map<String, Value>) -> Result<PathBuf, Error> {
     if let Some(c) = obj.get("cwd").filter(|v| !v.is_null()) {
         return core::cwd(Some(c), "cwd");
     }
@@ -84,6 +89,19 @@ pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
             let tool = text(obj.get("tool_name"), "tool_name")?;
             let ti = obj.get("tool_input").and_then(Value::as_object).ok_or_else(|| Error::new("the preToolUse input has no `tool_input` object"))?;
             let cwd = workdir(obj, Some(ti))?;
+            if ti.get("cwd").is_some_and(|v| !v.is_null()) {
+                // A directory the model chose: it must lie in the session's workspace.
+                let mut roots: Vec<PathBuf> = Vec::new();
+                if obj.get("cwd").is_some_and(|v| !v.is_null()) {
+                    roots.push(session_dir(obj)?);
+                }
+                for r in obj.get("workspace_roots").and_then(Value::as_array).into_iter().flatten() {
+                    roots.push(core::cwd(Some(r), "workspace_roots")?);
+                }
+                if let Some(why) = core::outside_workspace(&cwd, &roots) {
+                    return Ok(Some(deny(&why)));
+                }
+            }
             match tool.as_str() {
                 "Shell" => {
                     let command = text(ti.get("command"), "tool_input.command")?;

@@ -91,7 +91,13 @@ fn shell(ti: &Map<String, Value>, cwd: &Path) -> Result<String, Error> {
     let command = string_field(ti, "command", "run_shell_command")?;
     // The command runs in `dir_path` (relative to the project root) when given.
     let cwd = match dir_arg(ti, "run_shell_command")? {
-        Some(d) => core::cwd(Some(&Value::String(cwd.join(d).to_string_lossy().into_owned())), "dir_path")?,
+        Some(d) => {
+            let dir = core::cwd(Some(&Value::String(cwd.join(d).to_string_lossy().into_owned())), "dir_path")?;
+            if let Some(why) = core::outside_workspace(&dir, &[cwd.to_path_buf()]) {
+                return Ok(deny(&why));
+            }
+            dir
+        }
         None => cwd.to_path_buf(),
     };
     let s = core::shell(command, &cwd)?;
