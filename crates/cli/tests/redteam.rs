@@ -186,3 +186,38 @@ fn a_model_chosen_directory_outside_the_workspace_is_refused() {
     let v = cursor("Shell", json!({"command": "ls", "cwd": w.proj.join("sub")}));
     assert_eq!(v["permission"], "allow", "{v}");
 }
+
+/// F7: file tools whose call held several path keys were checked on the first one only
+/// (Cursor `file_path` before `target_file`, Gemini `file_path` before `absolute_path`):
+/// every path key a call holds is checked now.
+#[test]
+fn every_path_key_of_a_file_tool_is_checked() {
+    let w = World::new();
+    let bashrc = w.home.join(".bashrc").display().to_string();
+    let ssh = w.home.join(".ssh/id_rsa").display().to_string();
+    let cursor = |tool: &str, input: Value| {
+        let p = json!({"conversation_id": "s", "hook_event_name": "preToolUse", "tool_name": tool, "tool_input": input,
+                       "cwd": w.proj, "workspace_roots": [w.proj]});
+        let (code, stdout, stderr) = w.pinfold(&["hook", "cursor"], p.to_string().as_bytes());
+        assert_eq!(code, 0, "{stderr}");
+        serde_json::from_str::<Value>(&stdout).unwrap()
+    };
+    for key in ["path", "target_file"] {
+        let v = cursor("Write", json!({"file_path": "x.txt", key: &bashrc, "contents": "x"}));
+        assert_eq!(v["permission"], "deny", "Write {key}: {v}");
+        let v = cursor("Read", json!({"file_path": "notes.txt", key: &ssh}));
+        assert_eq!(v["permission"], "deny", "Read {key}: {v}");
+    }
+    assert_eq!(cursor("Write", json!({"file_path": "x.txt", "contents": "x"})), json!({}), "one harmless path: no opinion");
+    let gemini = |tool: &str, input: Value| {
+        let p = json!({"session_id": "s", "hook_event_name": "BeforeTool", "tool_name": tool, "tool_input": input, "cwd": w.proj});
+        let (code, stdout, stderr) = w.pinfold(&["hook", "gemini"], p.to_string().as_bytes());
+        assert_eq!(code, 0, "{stderr}");
+        serde_json::from_str::<Value>(&stdout).unwrap()
+    };
+    assert_eq!(gemini("read_file", json!({"file_path": "notes.txt", "absolute_path": &ssh}))["decision"], "deny");
+    assert_eq!(gemini("write_file", json!({"file_path": "x.txt", "absolute_path": &bashrc, "content": "x"}))["decision"], "deny");
+    assert_eq!(gemini("list_directory", json!({"dir_path": ".", "path": w.home.join(".ssh")}))["decision"], "deny");
+    let v = gemini("run_shell_command", json!({"command": "ls", "dir_path": ".", "directory": "/"}));
+    assert_eq!(v["decision"], "deny", "{v}");
+}

@@ -45,19 +45,21 @@ fn deny(reason: &str) -> String {
     answer_of(Action::Deny, reason, None)
 }
 
-/// The path argument of a file tool.
-fn path_arg<'a>(ti: &'a Map<String, Value>, tool: &str, required: bool) -> Result<Option<&'a str>, Error> {
+/// The path arguments of a file tool: every one of `file_path`, `path` and `target_file` the
+/// call holds (which one a Cursor version acts on is not ours to guess, so each is checked).
+fn path_args<'a>(ti: &'a Map<String, Value>, tool: &str, required: bool) -> Result<Vec<&'a str>, Error> {
+    let mut out = Vec::new();
     for key in ["file_path", "path", "target_file"] {
         match ti.get(key) {
             None | Some(Value::Null) => continue,
-            Some(Value::String(s)) => return Ok(Some(s)),
+            Some(Value::String(s)) => out.push(s.as_str()),
             Some(_) => return Err(Error::new(format!("the {tool} call's `{key}` is not a string"))),
         }
     }
-    if required {
+    if required && out.is_empty() {
         return Err(Error::new(format!("the {tool} call has no `file_path`, `path` or `target_file` string")));
     }
-    Ok(None)
+    Ok(out)
 }
 
 /// The working directory: `cwd` if given, else the first workspace root, else pinfold's own.
@@ -114,12 +116,21 @@ pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
                     answer_of(s.decision, &s.reason, updated)
                 }
                 "Write" | "Edit" | "StrReplace" | "MultiEdit" | "Delete" | "TabWrite" | "EditNotebook" => {
-                    let path = path_arg(ti, &tool, true)?.unwrap_or_default();
-                    core::write_denied(&cwd, path)?.map_or_else(|| NO_OPINION.into(), |why| deny(&why))
+                    let mut found = None;
+                    for path in path_args(ti, &tool, true)? {
+                        found = found.or(core::write_denied(&cwd, path)?);
+                    }
+                    found.map_or_else(|| NO_OPINION.into(), |why| deny(&why))
                 }
                 "Read" | "Grep" | "Glob" | "LS" => {
-                    let path = path_arg(ti, &tool, tool == "Read")?.unwrap_or(".");
-                    let mut found = core::read_denied(&cwd, path, tool != "Read")?;
+                    let mut paths = path_args(ti, &tool, tool == "Read")?;
+                    if paths.is_empty() {
+                        paths.push(".");
+                    }
+                    let mut found = None;
+                    for path in paths {
+                        found = found.or(core::read_denied(&cwd, path, tool != "Read")?);
+                    }
                     if found.is_none()
                         && let Some(root) = ["glob_pattern", "pattern"].iter().find_map(|k| ti.get(*k).and_then(Value::as_str)).and_then(core::glob_root)
                         && tool == "Glob"

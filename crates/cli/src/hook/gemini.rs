@@ -36,15 +36,31 @@ pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
     let cwd = core::cwd(obj.get("cwd"), "cwd")?;
     let denied = match tool {
         "run_shell_command" => return shell(ti, &cwd).map(Some),
-        "write_file" | "replace" => core::write_denied(&cwd, string_field(ti, "file_path", tool)?)?,
+        "write_file" | "replace" => {
+            let mut found = core::write_denied(&cwd, string_field(ti, "file_path", tool)?)?;
+            // Every path key the call holds is checked: which one a version acts on is not
+            // ours to guess.
+            if let Some(p) = ti.get("absolute_path").and_then(Value::as_str) {
+                found = found.or(core::write_denied(&cwd, p)?);
+            }
+            found
+        }
         "read_file" => {
-            let path = ti.get("file_path").or_else(|| ti.get("absolute_path")).and_then(Value::as_str);
-            let path = path.ok_or_else(|| Error::new("the read_file call has no `file_path` string"))?;
-            core::read_denied(&cwd, path, false)?
+            let paths: Vec<&str> = ["file_path", "absolute_path"].iter().filter_map(|k| ti.get(*k).and_then(Value::as_str)).collect();
+            if paths.is_empty() {
+                return Err(Error::new("the read_file call has no `file_path` string"));
+            }
+            let mut found = None;
+            for p in paths {
+                found = found.or(core::read_denied(&cwd, p, false)?);
+            }
+            found
         }
         "list_directory" | "glob" | "search_file_content" | "grep_search" => {
-            let dir = dir_arg(ti, tool)?.unwrap_or(".");
-            let mut found = core::read_denied(&cwd, dir, tool != "list_directory")?;
+            let mut found = None;
+            for dir in dir_args(ti, tool)? {
+                found = found.or(core::read_denied(&cwd, dir, tool != "list_directory")?);
+            }
             if found.is_none()
                 && let Some(root) = ti.get("pattern").and_then(Value::as_str).and_then(core::glob_root)
                 && tool == "glob"
@@ -72,15 +88,20 @@ pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
     Ok(Some(denied.map_or_else(|| NO_OPINION.into(), |why| deny(&why))))
 }
 
-fn dir_arg<'a>(ti: &'a Map<String, Value>, tool: &str) -> Result<Option<&'a str>, Error> {
+/// Every directory key the call holds (`.` when none): each is checked.
+fn dir_args<'a>(ti: &'a Map<String, Value>, tool: &str) -> Result<Vec<&'a str>, Error> {
+    let mut out = Vec::new();
     for key in ["dir_path", "directory", "path"] {
         match ti.get(key) {
             None | Some(Value::Null) => continue,
-            Some(Value::String(s)) => return Ok(Some(s)),
+            Some(Value::String(s)) => out.push(s.as_str()),
             Some(_) => return Err(Error::new(format!("the {tool} call's `{key}` is not a string"))),
         }
     }
-    Ok(None)
+    if out.is_empty() {
+        out.push(".");
+    }
+    Ok(out)
 }
 
 fn deny(reason: &str) -> String {
@@ -90,16 +111,27 @@ fn deny(reason: &str) -> String {
 fn shell(ti: &Map<String, Value>, cwd: &Path) -> Result<String, Error> {
     let command = string_field(ti, "command", "run_shell_command")?;
     // The command runs in `dir_path` (relative to the project root) when given.
-    let cwd = match dir_arg(ti, "run_shell_command")? {
-        Some(d) => {
-            let dir = core::cwd(Some(&Value::String(cwd.join(d).to_string_lossy().into_owned())), "dir_path")?;
-            if let Some(why) = core::outside_workspace(&dir, &[cwd.to_path_buf()]) {
-                return Ok(deny(&why));
+    // The directory to run in: each key the call holds must name the same one, inside the
+    // session's workspace (which key a Gemini CLI version reads is not ours to guess).
+    let mut dirs: Vec<std::path::PathBuf> = Vec::new();
+    for key in ["dir_path", "directory", "path"] {
+        match ti.get(key) {
+            None | Some(Value::Null) => continue,
+            Some(Value::String(d)) => {
+                let dir = core::cwd(Some(&Value::String(cwd.join(d).to_string_lossy().into_owned())), key)?;
+                if let Some(why) = core::outside_workspace(&dir, &[cwd.to_path_buf()]) {
+                    return Ok(deny(&why));
+                }
+                dirs.push(dir);
             }
-            dir
+            Some(_) => return Err(Error::new(format!("the run_shell_command call's `{key}` is not a string"))),
         }
-        None => cwd.to_path_buf(),
-    };
+    }
+    if dirs.windows(2).any(|p| p[0] != p[1]) {
+        let names: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        return Ok(deny(&format!("the call names several directories to run in ({}); pinfold cannot tell which one Gemini CLI uses", names.join(", "))));
+    }
+    let cwd = dirs.pop().unwrap_or_else(|| cwd.to_path_buf());
     let s = core::shell(command, &cwd)?;
     Ok(match (s.decision, s.command) {
         (Action::Allow, Some(c)) => json!({
