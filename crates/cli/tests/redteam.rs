@@ -221,3 +221,21 @@ fn every_path_key_of_a_file_tool_is_checked() {
     let v = gemini("run_shell_command", json!({"command": "ls", "dir_path": ".", "directory": "/"}));
     assert_eq!(v["decision"], "deny", "{v}");
 }
+
+/// F8: Codex trims each apply_patch line before reading a header; pinfold did not, so an
+/// indented `*** Add File: .git/hooks/pre-commit` was applied by Codex and unchecked here.
+#[test]
+fn indented_apply_patch_headers_are_checked() {
+    let w = World::new();
+    for indent in [" ", "\t", "\u{b}", "\u{3000}"] {
+        for header in ["Add File: .git/hooks/pre-commit", "Update File: .git/config", "Delete File: .git/config"] {
+            let patch = format!("*** Begin Patch\n*** Add File: notes2.txt\n+hi\n{indent}*** {header}\n+x\n*** End Patch\n");
+            let p = json!({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "apply_patch",
+                           "tool_input": {"command": patch}, "cwd": w.proj});
+            let (code, stdout, stderr) = w.pinfold(&["hook", "codex"], p.to_string().as_bytes());
+            assert_eq!(code, 0, "{stderr}");
+            let v: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+            assert_eq!(v["hookSpecificOutput"]["permissionDecision"], "deny", "{indent:?} {header}: {stdout}");
+        }
+    }
+}

@@ -48,12 +48,14 @@ pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
 }
 
 /// The files an apply_patch body writes: its `*** Add File:`, `*** Update File:`, `*** Delete
-/// File:` and `*** Move to:` lines.
+/// File:` and `*** Move to:` lines — with any whitespace around them, as Codex's parser trims
+/// each line before it reads a header (a header indented by a space, a tab, a vertical tab or
+/// U+3000 was applied by Codex and unseen here).
 pub fn patch_files(patch: &str) -> Vec<&str> {
     patch
         .lines()
         .filter_map(|l| {
-            let l = l.trim_end_matches('\r');
+            let l = l.trim();
             ["*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: "]
                 .iter()
                 .find_map(|p| l.strip_prefix(p))
