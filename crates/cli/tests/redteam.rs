@@ -239,3 +239,34 @@ fn indented_apply_patch_headers_are_checked() {
         }
     }
 }
+
+/// F9: the file-tool checks applied `..` before following a symlink (`link/../x` is the
+/// parent of the link's *target*), and did not follow a symlink whose target does not exist
+/// (a write through it creates the target): both reached home from inside the project.
+#[test]
+fn file_tool_paths_resolve_as_the_kernel_does() {
+    let w = World::new();
+    fs::create_dir_all(w.home.join("sub")).unwrap();
+    fs::create_dir_all(w.home.join(".ssh")).unwrap();
+    fs::write(w.home.join(".ssh/id_rsa"), "key").unwrap();
+    fs::write(w.home.join(".bashrc"), "# rc").unwrap();
+    std::os::unix::fs::symlink(w.home.join("sub"), w.proj.join("hlink")).unwrap();
+    std::os::unix::fs::symlink(w.home.join(".config/autostart/x.desktop"), w.proj.join("dangling")).unwrap();
+    let claude = |tool: &str, input: Value| {
+        let p = json!({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input, "cwd": w.proj});
+        let (code, stdout, stderr) = w.pinfold(&["hook", "claude-code"], p.to_string().as_bytes());
+        assert_eq!(code, 0, "{stderr}");
+        serde_json::from_str::<Value>(&stdout).unwrap_or(Value::Null)
+    };
+    let deny = |v: &Value| v["hookSpecificOutput"]["permissionDecision"] == "deny";
+    // The kernel reads home/.ssh/id_rsa here, and writes home/.bashrc.
+    assert!(deny(&claude("Read", json!({"file_path": w.proj.join("hlink/../.ssh/id_rsa")}))));
+    assert!(deny(&claude("Write", json!({"file_path": w.proj.join("hlink/../.bashrc"), "content": "x"}))));
+    assert!(deny(&claude("Write", json!({"file_path": "hlink/../.bashrc", "content": "x"}))));
+    // A write through the dangling link creates home/.config/autostart/x.desktop.
+    assert!(deny(&claude("Write", json!({"file_path": w.proj.join("dangling"), "content": "x"}))));
+    // Inside the project, the same shapes are fine.
+    fs::create_dir_all(w.proj.join("d")).unwrap();
+    std::os::unix::fs::symlink(w.proj.join("d"), w.proj.join("plink")).unwrap();
+    assert_eq!(claude("Write", json!({"file_path": w.proj.join("plink/../notes2.txt"), "content": "x"})), Value::Null);
+}

@@ -145,30 +145,45 @@ pub fn default_preset(config: &Config) -> Option<&SandboxPreset> {
     config.defaults.sandbox.as_deref().and_then(|n| config.sandboxes.get(n))
 }
 
-/// `p` made absolute against `cwd` (with `~` expanded) and normalised, and the same with every
-/// existing part resolved through symlinks.
+/// `p` made absolute against `cwd` (with `~` expanded) and normalised, and the path the kernel
+/// would reach: every existing part resolved through symlinks *before* a `..` after it is
+/// applied (`link/../x` is the parent of the link's target, not `x` beside the link), and a
+/// symlink whose target does not exist yet followed to where a write would create it.
 pub fn resolve(cwd: &Path, p: &str) -> (PathBuf, PathBuf) {
     let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
     let expanded = match (p.strip_prefix('~'), &home) {
         (Some(rest), Some(h)) if rest.is_empty() || rest.starts_with('/') => h.join(rest.trim_start_matches('/')),
         _ => PathBuf::from(p),
     };
-    let lexical = normalize(&cwd.join(expanded));
-    let mut existing = lexical.as_path();
+    let raw = cwd.join(expanded);
+    (normalize(&raw), physical(&raw, 0))
+}
+
+/// Where the kernel would take the absolute path `raw` (see [`resolve`]); symlinks are followed
+/// at most 40 deep, as the kernel does.
+fn physical(raw: &Path, depth: usize) -> PathBuf {
+    let mut existing = raw;
     let mut rest: Vec<Component<'_>> = Vec::new();
-    let canonical = loop {
+    loop {
         if let Ok(c) = std::fs::canonicalize(existing) {
-            break rest.iter().rev().fold(c, |acc, x| acc.join(x));
+            return normalize(&rest.iter().rev().fold(c, |acc, x| acc.join(x)));
+        }
+        if depth < 40
+            && let Ok(target) = std::fs::read_link(existing)
+        {
+            // A dangling symlink: a write through it creates its target.
+            let base = existing.parent().unwrap_or(Path::new("/"));
+            let t = physical(&base.join(target), depth + 1);
+            return normalize(&rest.iter().rev().fold(t, |acc, x| acc.join(x)));
         }
         match (existing.parent(), existing.components().next_back()) {
             (Some(parent), Some(last)) => {
                 rest.push(last);
                 existing = parent;
             }
-            _ => break lexical.clone(),
+            _ => return normalize(raw),
         }
-    };
-    (lexical, canonical)
+    }
 }
 
 /// Why the default sandbox could not write `path`; `None` when it could.
