@@ -270,3 +270,45 @@ fn file_tool_paths_resolve_as_the_kernel_does() {
     std::os::unix::fs::symlink(w.proj.join("d"), w.proj.join("plink")).unwrap();
     assert_eq!(claude("Write", json!({"file_path": w.proj.join("plink/../notes2.txt"), "content": "x"})), Value::Null);
 }
+
+/// F4 (doctor's part): doctor said "every installed hook guards its agent" while the settings
+/// around pinfold's own entries made the agent skip it: Claude Code's `disableAllHooks`, a
+/// matcher that selects no shell tool, a Copilot timeout shorter than pinfold may take.
+#[test]
+fn doctor_sees_settings_that_switch_the_hook_off() {
+    let w = World::new();
+    // Install for real (the binary lives under target/, so the build-path check is waived).
+    for agent in ["claude-code", "cursor", "copilot"] {
+        let (code, _, stderr) = w.pinfold(&["init", "--agent", agent, "--allow-build-path"], b"");
+        assert_eq!(code, 0, "{stderr}");
+    }
+    let state = |agent: &str| {
+        let (_, stdout, stderr) = w.pinfold(&["doctor", "--json"], b"");
+        let v: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout} {stderr}"));
+        v["hooks"].as_array().unwrap().iter().filter(|h| h["agent"] == agent && h["scope"] == "project").map(|h| h["state"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
+    assert!(state("claude-code").iter().all(|s| s == "guarded"), "{:?}", state("claude-code"));
+    let edit = |rel: &str, f: &dyn Fn(&mut Value)| {
+        let p = w.proj.join(rel);
+        let mut v: Value = serde_json::from_str(&fs::read_to_string(&p).unwrap()).unwrap();
+        f(&mut v);
+        fs::write(&p, v.to_string()).unwrap();
+    };
+    edit(".claude/settings.json", &|v| v["disableAllHooks"] = json!(true));
+    assert!(state("claude-code").iter().all(|s| s == "unguarded"), "{:?}", state("claude-code"));
+    edit(".claude/settings.json", &|v| {
+        v["disableAllHooks"] = json!(false);
+        v["hooks"]["PreToolUse"][0]["matcher"] = json!("NeverMatchesAnything");
+    });
+    assert!(state("claude-code").iter().all(|s| s == "unguarded"), "{:?}", state("claude-code"));
+    edit(".cursor/hooks.json", &|v| {
+        for e in v["hooks"]["preToolUse"].as_array_mut().unwrap() {
+            e["matcher"] = json!("Nothing");
+        }
+    });
+    assert!(state("cursor").iter().any(|s| s == "unguarded"), "{:?}", state("cursor"));
+    edit(".github/hooks/pinfold.json", &|v| v["hooks"]["preToolUse"][0]["timeoutSec"] = json!(0.001));
+    assert!(state("copilot").iter().all(|s| s == "unguarded"), "{:?}", state("copilot"));
+    let (code, _, _) = w.pinfold(&["doctor"], b"");
+    assert_eq!(code, 1, "doctor fails while an agent is unguarded");
+}

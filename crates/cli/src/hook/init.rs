@@ -479,7 +479,16 @@ pub fn doctor_rows(cwd: &Path) -> Vec<HookRow> {
             let mut here = Vec::new();
             let file = agent.file(base, scope);
             match installed_commands(&file, agent) {
-                Ok(commands) => here.extend(commands.iter().map(|(event, command)| row(agent, scope, &file, event, command))),
+                Ok(commands) => here.extend(commands.iter().map(|(event, command, idle)| {
+                    let mut r = row(agent, scope, &file, event, command);
+                    if let Some(why) = idle.clone().or_else(|| hooks_disabled(agent, base, scope)) {
+                        r.state = "unguarded";
+                        r.detail = format!("{why}, so every call runs unguarded ({})", r.detail);
+                        r.problem = true;
+                        r.fix = Some(format!("remove that setting, or run {}", init_fix(agent, scope)));
+                    }
+                    r
+                })),
                 Err(why) => here.push(HookRow {
                     agent: agent.name(),
                     scope: scope_name(scope),
@@ -547,7 +556,7 @@ fn init_fix(agent: AgentName, scope: Scope) -> String {
 /// The (event, command) of every pinfold entry for `agent` in the JSON settings `file`, under
 /// any event (a hand-made entry may sit elsewhere than where `init` puts it). `Err` when the
 /// file mentions pinfold but is not strict JSON (Copilot's settings.json may hold comments).
-fn installed_commands(file: &Path, agent: AgentName) -> Result<Vec<(String, String)>, String> {
+fn installed_commands(file: &Path, agent: AgentName) -> Result<Vec<(String, String, Option<String>)>, String> {
     let Ok(text) = std::fs::read_to_string(file) else { return Ok(Vec::new()) };
     let root = match parse(&text) {
         Ok(root) => root,
@@ -568,13 +577,75 @@ fn installed_commands(file: &Path, agent: AgentName) -> Result<Vec<(String, Stri
                     if let Some(c) = h.get(key).and_then(Json::as_str)
                         && is_ours(c, agent)
                     {
-                        out.push((event.clone(), c.to_string()));
+                        out.push((event.clone(), c.to_string(), idle_entry(agent, event, g, h)));
                     }
                 }
             }
         }
     }
     Ok(out)
+}
+
+/// Why a pinfold entry, whatever its command, never sees the calls it must judge: under an
+/// event the agent does not run before a shell command, behind a matcher that does not select
+/// the shell tool, or with a timeout shorter than pinfold's answer may take. `None` when it
+/// sees them (or pinfold cannot tell, which the matcher's text then says).
+fn idle_entry(agent: AgentName, event: &str, group: &Json, entry: &Json) -> Option<String> {
+    let (events, tool): (&[&str], &str) = match agent {
+        AgentName::ClaudeCode | AgentName::Codex => (&["PreToolUse"], "Bash"),
+        AgentName::Gemini => (&["BeforeTool"], "run_shell_command"),
+        AgentName::Cursor => (&["preToolUse", "beforeShellExecution", "beforeReadFile"], "Shell"),
+        AgentName::Copilot => (&["preToolUse"], "bash"),
+    };
+    if !events.contains(&event) {
+        return Some(format!("it sits under `{event}`, which the agent does not run before a tool call ({})", events.join(" or ")));
+    }
+    let matcher = entry.get("matcher").or_else(|| group.get("matcher")).and_then(Json::as_str);
+    if let Some(m) = matcher
+        && !matches!(event, "beforeShellExecution" | "beforeReadFile")
+        && !matcher_selects(m, tool)
+    {
+        return Some(format!("its matcher `{m}` does not select the `{tool}` tool"));
+    }
+    // An answer takes at most the hook's default budget and a moment to record a failure.
+    let least = super::DEFAULT_BUDGET.as_secs() + 2;
+    for key in ["timeoutSec", "timeout"] {
+        let Some(Json::Num(n)) = entry.get(key) else { continue };
+        let secs = match (key, n.parse::<f64>()) {
+            ("timeout", Ok(v)) if agent == AgentName::Gemini => v / 1000.0,
+            (_, Ok(v)) => v,
+            _ => continue,
+        };
+        if secs < least as f64 {
+            return Some(format!("its `{key}` ({n}) is shorter than pinfold may take ({least} s): the agent lets the call through when it runs out"));
+        }
+    }
+    None
+}
+
+/// Whether an agent's hook matcher selects `tool`: empty, `*`, `.*`, or a `|` list naming it.
+/// A pattern pinfold cannot read that way (other regular-expression syntax) counts as not
+/// selecting it: doctor then says so rather than vouch for it.
+fn matcher_selects(m: &str, tool: &str) -> bool {
+    let m = m.trim();
+    matches!(m, "" | "*" | ".*") || m.split('|').any(|alt| alt.trim() == tool || alt.trim() == format!("^{tool}$"))
+}
+
+/// Why `agent` runs no hook at all from the settings in `base` (`scope`): Claude Code's
+/// `disableAllHooks`, in any of its settings files there.
+fn hooks_disabled(agent: AgentName, base: &Path, scope: Scope) -> Option<String> {
+    if agent != AgentName::ClaudeCode {
+        return None;
+    }
+    let files: Vec<PathBuf> = match scope {
+        Scope::Project => vec![base.join(".claude/settings.json"), base.join(".claude/settings.local.json")],
+        Scope::User => vec![base.join(".claude/settings.json")],
+    };
+    files.into_iter().find_map(|f| {
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&f).ok()?).ok()?;
+        (v.get("disableAllHooks") == Some(&serde_json::Value::Bool(true)))
+            .then(|| format!("{} sets `disableAllHooks`: Claude Code runs no hook", f.display()))
+    })
 }
 
 fn row(agent: AgentName, scope: Scope, file: &Path, event: &str, command: &str) -> HookRow {
