@@ -371,3 +371,70 @@ fn no_expansion_is_left_to_the_agent_shell() {
         assert!(reason.contains("the agent's own shell"), "`{case}`: {reason}");
     }
 }
+
+// -------------------------------------------------------------------------------------------
+// Standard error that cannot be written
+// -------------------------------------------------------------------------------------------
+
+/// Where the hook's standard error goes: a full device, or a pipe nobody reads.
+fn broken_stderr(sink: &str) -> Stdio {
+    match sink {
+        "/dev/full" => fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full").into(),
+        "closed pipe" => {
+            let (read_end, write_end) = std::io::pipe().expect("pipe");
+            // Closed before the hook starts: every write to its stderr fails with EPIPE.
+            drop(read_end);
+            write_end.into()
+        }
+        _ => unreachable!(),
+    }
+}
+
+/// A standard error that cannot be written (full, or a pipe with no reader) loses the reason,
+/// never the answer: invalid input, a decision and a worker killed at the deadline each get
+/// the agent's answer, not an abort (a failed `eprintln!` panicked, and the panic hook's own
+/// `eprintln!` then aborted the process with SIGABRT).
+#[test]
+fn a_broken_stderr_still_gets_the_agent_its_answer() {
+    let w = World::new();
+    let hung = World::new();
+    hung.hanging_policy();
+    for sink in ["/dev/full", "closed pipe"] {
+        for agent in AGENTS {
+            let cases: [(&World, Vec<u8>, &str); 4] = [
+                (&w, b"not json".to_vec(), "block"),
+                (&w, shell_payload(agent, "rm -rf ~", &w.proj).to_string().into_bytes(), "deny"),
+                // Cursor's beforeShellExecution cannot rewrite: what needs a sandbox is denied.
+                (&w, shell_payload(agent, "ls", &w.proj).to_string().into_bytes(), if agent == "cursor" { "deny" } else { "allow" }),
+                (&hung, shell_payload(agent, "ls", &hung.proj).to_string().into_bytes(), "block"),
+            ];
+            for (world, payload, want) in cases {
+                let mut c = world.command(&["hook", agent]);
+                c.env("PINFOLD_HOOK_TIMEOUT_MS", if std::ptr::eq(world, &hung) { "500" } else { "50000" });
+                c.stderr(broken_stderr(sink));
+                let o = world.run(c, payload);
+                let what = format!("{agent}, stderr {sink}, want {want}: exit {}, stdout {:?}", o.code, o.stdout);
+                let got = match (agent, o.code) {
+                    ("claude-code" | "codex" | "gemini", 2) => {
+                        assert!(o.stdout.is_empty(), "{what}");
+                        "block".to_string()
+                    }
+                    (_, 0) => {
+                        let v: Value = serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{what}: stdout is not JSON: {e}"));
+                        let d = match agent {
+                            "claude-code" | "codex" => &v["hookSpecificOutput"]["permissionDecision"],
+                            "gemini" => &v["decision"],
+                            "cursor" => &v["permission"],
+                            _ => &v["permissionDecision"],
+                        };
+                        d.as_str().unwrap_or("none").to_string()
+                    }
+                    _ => panic!("{what}: a status the agent reads as a non-blocking failure"),
+                };
+                // Cursor and Copilot CLI are blocked by a deny on stdout.
+                let want = if want == "block" && matches!(agent, "cursor" | "copilot") { "deny" } else { want };
+                assert_eq!(got, want, "{what}");
+            }
+        }
+    }
+}

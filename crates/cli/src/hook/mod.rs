@@ -9,7 +9,9 @@
 //! unreadable policy, an internal error, a panic) gives the answer that blocks the call in that
 //! agent's protocol, with one line on stderr: exit 2 for Claude Code, Codex and Gemini CLI (never
 //! 1, which they treat as a non-blocking error); a deny on stdout and exit 0 for Cursor and
-//! Copilot CLI, which let a failed hook's call through.
+//! Copilot CLI, which let a failed hook's call through. That line is the only thing a broken
+//! stderr (full, or a pipe nobody reads) may cost: nothing on the hook's path panics on a
+//! failed write there (`say!`), so the answer is the same.
 //!
 //! Each agent has a thin adapter (`claude`, `codex`, `gemini`, `cursor`, `copilot`) over the
 //! shared `core`.
@@ -167,7 +169,7 @@ pub fn run(args: HookArgs) -> Result<i32, Error> {
             use std::io::Write;
             let mut o = std::io::stdout().lock();
             if o.write_all(&output).and_then(|()| o.flush()).is_err() {
-                eprintln!("pinfold hook: cannot write the decision");
+                say!("pinfold hook: cannot write the decision");
                 return Ok(FAIL);
             }
             return Ok(code);
@@ -247,7 +249,7 @@ fn decide(agent: &str, answer: Answer, fail: Fail, input: &[u8]) -> i32 {
             use std::io::Write;
             let mut o = std::io::stdout().lock();
             if writeln!(o, "{json}").and_then(|()| o.flush()).is_err() {
-                eprintln!("pinfold hook: cannot write the decision");
+                say!("pinfold hook: cannot write the decision");
                 return FAIL;
             }
             crate::exit::OK
@@ -283,7 +285,7 @@ fn record(agent: &str, payload: &Value, audit: &pinfold_policy::config::Audit, m
 
 /// Report `line` the way `fail` says; the exit code to use.
 fn failed(fail: Fail, line: &str) -> i32 {
-    eprintln!("pinfold hook: {line}");
+    say!("pinfold hook: {line}");
     match fail {
         Fail::Exit2 => FAIL,
         Fail::Deny(deny) => {
