@@ -438,3 +438,28 @@ fn a_broken_stderr_still_gets_the_agent_its_answer() {
         }
     }
 }
+
+/// `pinfold exec` refuses with its own status (126) when stderr cannot be written, also when it
+/// ignores a hook token that does not verify; it did exit 101 from a panic in `eprintln!`.
+/// `check`'s verdict and status do not depend on stderr either.
+#[test]
+fn a_broken_stderr_keeps_exec_refusals_and_check_verdicts() {
+    let w = World::new();
+    for sink in ["/dev/full", "closed pipe"] {
+        let mut c = w.command(&["exec", "--", "rm -rf ~"]);
+        c.stderr(broken_stderr(sink));
+        let o = w.run(c, Vec::new());
+        assert_eq!(o.code, 126, "exec of a denied command, stderr {sink}");
+
+        let mut c = w.command(&["exec", "--sandbox", "workspace", "--", "git push"]);
+        c.env("PINFOLD_HOOK_ORIGIN", "v1.not-a-token").stderr(broken_stderr(sink));
+        let o = w.run(c, Vec::new());
+        assert_eq!(o.code, 126, "exec of an asked command with a bad token, stderr {sink}");
+
+        let mut c = w.command(&["check", "--", "rm -rf ~"]);
+        c.stderr(broken_stderr(sink));
+        let o = w.run(c, Vec::new());
+        assert_eq!(o.code, 11, "check, stderr {sink}: {}", o.stdout);
+        assert!(o.stdout.starts_with("deny: "), "check, stderr {sink}: {}", o.stdout);
+    }
+}
