@@ -463,3 +463,50 @@ fn a_broken_stderr_keeps_exec_refusals_and_check_verdicts() {
         assert!(o.stdout.starts_with("deny: "), "check, stderr {sink}: {}", o.stdout);
     }
 }
+
+// -------------------------------------------------------------------------------------------
+// The budget against the agents' own hook timeouts
+// -------------------------------------------------------------------------------------------
+
+/// `PINFOLD_HOOK_TIMEOUT_MS` above the cap is held to 25 s, and the blocking answer to a worker
+/// that hangs, failure record included (at most 1 s more), arrives before Copilot CLI's 30 s
+/// hook timeout (the `timeoutSec` `pinfold init` installs), past which Copilot skips the hook
+/// and runs the call; the shortest timeout any agent applies to pinfold. A budget of 50 s was
+/// allowed, and the record took up to 2 s more. The record is made to take its whole time: the
+/// test holds the ledger's lock, so the guard's recording worker waits until it is killed.
+#[test]
+fn the_largest_budget_answers_within_the_shortest_agent_timeout() {
+    let w = World::new();
+    // A first decision creates the ledger; then its append lock is held.
+    let o = w.run(w.command(&["check", "--", "ls"]), Vec::new());
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    w.hanging_policy();
+    let lock = fs::File::open(w.root.join("state/pinfold/ledger.lock")).expect("the ledger's lock file");
+    lock.lock().expect("flock");
+    // All five at once: each waits out the whole budget.
+    let runs: Vec<_> = AGENTS
+        .iter()
+        .map(|&agent| {
+            let mut c = w.command(&["hook", agent]);
+            c.env("PINFOLD_HOOK_TIMEOUT_MS", "600000");
+            let started = Instant::now();
+            let mut child = c.spawn().expect("spawn");
+            // A payload fits in the pipe: written and closed now, not when its turn to be
+            // waited for comes.
+            let payload = shell_payload(agent, "ls", &w.proj).to_string();
+            child.stdin.take().unwrap().write_all(payload.as_bytes()).unwrap();
+            (agent, started, child)
+        })
+        .collect();
+    for (agent, started, child) in runs {
+        let o = World::finish(child, Vec::new());
+        let took = started.elapsed();
+        let d = decision(agent, &o);
+        assert!(blocks(agent, &d), "{agent}: {d}");
+        assert!(o.stderr.contains("time budget of 25000 ms"), "{agent}: {}", o.stderr);
+        // The cap and the record's whole 1 s, and under 1 s more for the processes to start
+        // and end on a loaded machine (0.2 s measured): well under Copilot's 30 s.
+        assert!(took >= Duration::from_secs(26) && took < Duration::from_secs(27), "{agent}: answered after {took:?}");
+    }
+    drop(lock);
+}
