@@ -126,7 +126,7 @@ impl Egress {
                 });
             }
             // The command then finds nothing listening: no network, never more.
-            Err(e) => eprintln!("pinfold: cannot serve the egress proxy: {e}"),
+            Err(e) => say!("pinfold: cannot serve the egress proxy: {e}"),
         }
     }
 

@@ -144,13 +144,13 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
             return not_recorded(e);
         }
         let what = if judgement.decision == Action::Deny { "denied" } else { "needs a person's confirmation, and exec cannot ask" };
-        eprintln!("pinfold: {what}: {}", judgement.reason);
+        say!("pinfold: {what}: {}", judgement.reason);
         if let Some(c) = judgement.commands.iter().find(|c| c.decision == judgement.decision) {
             if let Some(m) = &c.message {
-                eprintln!("  message: {m}");
+                say!("  message: {m}");
             }
             if let Some(f) = &c.fix {
-                eprintln!("  fix: {f}");
+                say!("  fix: {f}");
             }
         }
         return Ok(exit::EXEC_DENIED);
@@ -386,10 +386,10 @@ pub fn run(args: ExecArgs) -> Result<i32, Error> {
     }
     let end_recorded = recorder.record("exec_end", end);
     for p in guard.after() {
-        eprintln!("pinfold: restored {}, which the command deleted", p.display());
+        say!("pinfold: restored {}, which the command deleted", p.display());
     }
     if guard.unprotected > 0 {
-        eprintln!(
+        say!(
             "pinfold: {} loose git objects were not protected during the run (over {}); `git gc` packs them",
             guard.unprotected,
             crate::git_guard::MAX_LOOSE

@@ -3,6 +3,16 @@
 //! (`main.rs`) is the process's start-up around [`run_main`]; [`hook::answer_in_process`] is
 //! here for the fuzz targets (`fuzz/`).
 
+/// `eprintln!` that cannot panic: a line for a person on standard error. A closed or full
+/// stderr loses the line, never the answer (`eprintln!` panics when the write fails, and a
+/// panic would turn a refusal or an agent's blocking answer into a crash).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod audit;
 mod check;
 mod exec;

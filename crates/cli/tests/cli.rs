@@ -763,3 +763,49 @@ fn cache_can_be_turned_off() {
     assert_eq!(c.output().unwrap().status.code(), Some(0));
     assert_eq!(fs::read_dir(w.home.join(".cache/pinfold")).unwrap().count(), 1);
 }
+
+/// A project policy name taken by something that is not a regular file (a symlink to
+/// `/dev/null`, a FIFO, a directory) is a configuration error, not "no project policy": `check`
+/// exits 2 naming the file, also where a good policy was cached before, and the hook blocks.
+#[test]
+fn a_policy_name_that_is_not_a_file_is_an_error() {
+    let w = World::new();
+    let hook_payload = serde_json::json!({
+        "session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+        "tool_input": {"command": "ls"}, "cwd": w.cwd,
+    })
+    .to_string();
+    let cases = [
+        ("pinfold.toml", "symlink to /dev/null", "[TMP]/work/pinfold.toml is a symlink to `/dev/null`, which is a character device, not a policy file"),
+        ("pinfold.local.json", "FIFO", "[TMP]/work/pinfold.local.json is a FIFO, not a policy file"),
+        ("pinfold.yaml", "directory", "[TMP]/work/pinfold.yaml is a directory, not a policy file"),
+    ];
+    for (name, kind, headline) in cases {
+        // A good policy first, so that the cache holds an entry for this directory.
+        w.write("work/pinfold.toml", "[[rules]]\nallow = \"ls\"\n");
+        assert_eq!(w.run(&["check", "ls"]).code, 0, "{kind}");
+        // In place of the project file, or beside it.
+        let p = w.cwd.join(name);
+        let _ = fs::remove_file(&p);
+        match kind {
+            "symlink to /dev/null" => std::os::unix::fs::symlink("/dev/null", &p).unwrap(),
+            "FIFO" => assert!(std::process::Command::new("mkfifo").arg(&p).status().unwrap().success()),
+            "directory" => fs::create_dir(&p).unwrap(),
+            _ => unreachable!(),
+        }
+        let o = w.run(&["check", "ls"]);
+        assert_eq!(o.code, 2, "check with {name} a {kind}: {}", o.show());
+        assert!(o.stderr.starts_with(&format!("error: {headline}\n")), "{kind}: {}", o.stderr);
+        assert!(o.stderr.contains("\nhint: policy is read only from a regular file"), "{kind}: {}", o.stderr);
+
+        let o = w.run_stdin(&["hook", "claude-code"], &hook_payload);
+        assert_eq!(o.code, 2, "hook with {name} a {kind} blocks: {}", o.show());
+        assert!(o.stdout.is_empty() && o.stderr.contains(headline), "{kind}: {}", o.show());
+
+        if p.is_dir() {
+            fs::remove_dir(&p).unwrap();
+        } else {
+            fs::remove_file(&p).unwrap();
+        }
+    }
+}

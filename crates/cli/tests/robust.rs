@@ -371,3 +371,142 @@ fn no_expansion_is_left_to_the_agent_shell() {
         assert!(reason.contains("the agent's own shell"), "`{case}`: {reason}");
     }
 }
+
+// -------------------------------------------------------------------------------------------
+// Standard error that cannot be written
+// -------------------------------------------------------------------------------------------
+
+/// Where the hook's standard error goes: a full device, or a pipe nobody reads.
+fn broken_stderr(sink: &str) -> Stdio {
+    match sink {
+        "/dev/full" => fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full").into(),
+        "closed pipe" => {
+            let (read_end, write_end) = std::io::pipe().expect("pipe");
+            // Closed before the hook starts: every write to its stderr fails with EPIPE.
+            drop(read_end);
+            write_end.into()
+        }
+        _ => unreachable!(),
+    }
+}
+
+/// A standard error that cannot be written (full, or a pipe with no reader) loses the reason,
+/// never the answer: invalid input, a decision and a worker killed at the deadline each get
+/// the agent's answer, not an abort (a failed `eprintln!` panicked, and the panic hook's own
+/// `eprintln!` then aborted the process with SIGABRT).
+#[test]
+fn a_broken_stderr_still_gets_the_agent_its_answer() {
+    let w = World::new();
+    let hung = World::new();
+    hung.hanging_policy();
+    for sink in ["/dev/full", "closed pipe"] {
+        for agent in AGENTS {
+            let cases: [(&World, Vec<u8>, &str); 4] = [
+                (&w, b"not json".to_vec(), "block"),
+                (&w, shell_payload(agent, "rm -rf ~", &w.proj).to_string().into_bytes(), "deny"),
+                // Cursor's beforeShellExecution cannot rewrite: what needs a sandbox is denied.
+                (&w, shell_payload(agent, "ls", &w.proj).to_string().into_bytes(), if agent == "cursor" { "deny" } else { "allow" }),
+                (&hung, shell_payload(agent, "ls", &hung.proj).to_string().into_bytes(), "block"),
+            ];
+            for (world, payload, want) in cases {
+                let mut c = world.command(&["hook", agent]);
+                c.env("PINFOLD_HOOK_TIMEOUT_MS", if std::ptr::eq(world, &hung) { "500" } else { "50000" });
+                c.stderr(broken_stderr(sink));
+                let o = world.run(c, payload);
+                let what = format!("{agent}, stderr {sink}, want {want}: exit {}, stdout {:?}", o.code, o.stdout);
+                let got = match (agent, o.code) {
+                    ("claude-code" | "codex" | "gemini", 2) => {
+                        assert!(o.stdout.is_empty(), "{what}");
+                        "block".to_string()
+                    }
+                    (_, 0) => {
+                        let v: Value = serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{what}: stdout is not JSON: {e}"));
+                        let d = match agent {
+                            "claude-code" | "codex" => &v["hookSpecificOutput"]["permissionDecision"],
+                            "gemini" => &v["decision"],
+                            "cursor" => &v["permission"],
+                            _ => &v["permissionDecision"],
+                        };
+                        d.as_str().unwrap_or("none").to_string()
+                    }
+                    _ => panic!("{what}: a status the agent reads as a non-blocking failure"),
+                };
+                // Cursor and Copilot CLI are blocked by a deny on stdout.
+                let want = if want == "block" && matches!(agent, "cursor" | "copilot") { "deny" } else { want };
+                assert_eq!(got, want, "{what}");
+            }
+        }
+    }
+}
+
+/// `pinfold exec` refuses with its own status (126) when stderr cannot be written, also when it
+/// ignores a hook token that does not verify; it did exit 101 from a panic in `eprintln!`.
+/// `check`'s verdict and status do not depend on stderr either.
+#[test]
+fn a_broken_stderr_keeps_exec_refusals_and_check_verdicts() {
+    let w = World::new();
+    for sink in ["/dev/full", "closed pipe"] {
+        let mut c = w.command(&["exec", "--", "rm -rf ~"]);
+        c.stderr(broken_stderr(sink));
+        let o = w.run(c, Vec::new());
+        assert_eq!(o.code, 126, "exec of a denied command, stderr {sink}");
+
+        let mut c = w.command(&["exec", "--sandbox", "workspace", "--", "git push"]);
+        c.env("PINFOLD_HOOK_ORIGIN", "v1.not-a-token").stderr(broken_stderr(sink));
+        let o = w.run(c, Vec::new());
+        assert_eq!(o.code, 126, "exec of an asked command with a bad token, stderr {sink}");
+
+        let mut c = w.command(&["check", "--", "rm -rf ~"]);
+        c.stderr(broken_stderr(sink));
+        let o = w.run(c, Vec::new());
+        assert_eq!(o.code, 11, "check, stderr {sink}: {}", o.stdout);
+        assert!(o.stdout.starts_with("deny: "), "check, stderr {sink}: {}", o.stdout);
+    }
+}
+
+// -------------------------------------------------------------------------------------------
+// The budget against the agents' own hook timeouts
+// -------------------------------------------------------------------------------------------
+
+/// `PINFOLD_HOOK_TIMEOUT_MS` above the cap is held to 25 s, and the blocking answer to a worker
+/// that hangs, failure record included (at most 1 s more), arrives before Copilot CLI's 30 s
+/// hook timeout (the `timeoutSec` `pinfold init` installs), past which Copilot skips the hook
+/// and runs the call; the shortest timeout any agent applies to pinfold. A budget of 50 s was
+/// allowed, and the record took up to 2 s more. The record is made to take its whole time: the
+/// test holds the ledger's lock, so the guard's recording worker waits until it is killed.
+#[test]
+fn the_largest_budget_answers_within_the_shortest_agent_timeout() {
+    let w = World::new();
+    // A first decision creates the ledger; then its append lock is held.
+    let o = w.run(w.command(&["check", "--", "ls"]), Vec::new());
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    w.hanging_policy();
+    let lock = fs::File::open(w.root.join("state/pinfold/ledger.lock")).expect("the ledger's lock file");
+    lock.lock().expect("flock");
+    // All five at once: each waits out the whole budget.
+    let runs: Vec<_> = AGENTS
+        .iter()
+        .map(|&agent| {
+            let mut c = w.command(&["hook", agent]);
+            c.env("PINFOLD_HOOK_TIMEOUT_MS", "600000");
+            let started = Instant::now();
+            let mut child = c.spawn().expect("spawn");
+            // A payload fits in the pipe: written and closed now, not when its turn to be
+            // waited for comes.
+            let payload = shell_payload(agent, "ls", &w.proj).to_string();
+            child.stdin.take().unwrap().write_all(payload.as_bytes()).unwrap();
+            (agent, started, child)
+        })
+        .collect();
+    for (agent, started, child) in runs {
+        let o = World::finish(child, Vec::new());
+        let took = started.elapsed();
+        let d = decision(agent, &o);
+        assert!(blocks(agent, &d), "{agent}: {d}");
+        assert!(o.stderr.contains("time budget of 25000 ms"), "{agent}: {}", o.stderr);
+        // The cap and the record's whole 1 s, and under 1 s more for the processes to start
+        // and end on a loaded machine (0.2 s measured): well under Copilot's 30 s.
+        assert!(took >= Duration::from_secs(26) && took < Duration::from_secs(27), "{agent}: answered after {took:?}");
+    }
+    drop(lock);
+}

@@ -9,7 +9,9 @@
 //! unreadable policy, an internal error, a panic) gives the answer that blocks the call in that
 //! agent's protocol, with one line on stderr: exit 2 for Claude Code, Codex and Gemini CLI (never
 //! 1, which they treat as a non-blocking error); a deny on stdout and exit 0 for Cursor and
-//! Copilot CLI, which let a failed hook's call through.
+//! Copilot CLI, which let a failed hook's call through. That line is the only thing a broken
+//! stderr (full, or a pipe nobody reads) may cost: nothing on the hook's path panics on a
+//! failed write there (`say!`), so the answer is the same.
 //!
 //! Each agent has a thin adapter (`claude`, `codex`, `gemini`, `cursor`, `copilot`) over the
 //! shared `core`.
@@ -119,8 +121,15 @@ pub fn answer_in_process(agent: &str, input: &[u8]) -> Option<Result<Option<Stri
 /// above the few milliseconds an answer takes, well below the agents' own hook timeouts
 /// (60 s by default in Claude Code and Gemini CLI), past which they let the call through.
 pub const DEFAULT_BUDGET: Duration = Duration::from_secs(10);
-/// The largest budget `PINFOLD_HOOK_TIMEOUT_MS` may set, under those agents' timeouts.
-pub const MAX_BUDGET: Duration = Duration::from_secs(50);
+/// The largest budget `PINFOLD_HOOK_TIMEOUT_MS` may set. A blocking answer after a failure
+/// comes at most [`RECORD_BUDGET`] after the budget ends, so 26 s at most: under the shortest
+/// hook timeout an agent applies to pinfold, Copilot CLI's 30 s (the `timeoutSec` `pinfold
+/// init` installs; past it Copilot skips the hook and runs the call), with room for the
+/// process to start and end on a loaded machine. Claude Code and Gemini CLI default to 60 s.
+pub const MAX_BUDGET: Duration = Duration::from_secs(25);
+/// How long the guard may spend recording a failure in the ledger once the worker failed: the
+/// record is given up, not the answer, past it.
+pub const RECORD_BUDGET: Duration = Duration::from_secs(1);
 /// The worker's address-space limit: a 1 MiB input of 100,000 commands peaks near 0.6 GiB.
 const WORKER_MEMORY: u64 = 4 << 30;
 /// The largest answer the guard passes on: an answer quotes at most the input a few times.
@@ -167,7 +176,7 @@ pub fn run(args: HookArgs) -> Result<i32, Error> {
             use std::io::Write;
             let mut o = std::io::stdout().lock();
             if o.write_all(&output).and_then(|()| o.flush()).is_err() {
-                eprintln!("pinfold hook: cannot write the decision");
+                say!("pinfold hook: cannot write the decision");
                 return Ok(FAIL);
             }
             return Ok(code);
@@ -192,7 +201,7 @@ pub fn run(args: HookArgs) -> Result<i32, Error> {
     };
     // Record the failure when the ledger can take it, in a worker of its own: whatever
     // happens there, the answer below is the blocking one.
-    let record_limits = worker::Limits { deadline: Instant::now() + Duration::from_secs(2), ..limits };
+    let record_limits = worker::Limits { deadline: Instant::now() + RECORD_BUDGET, ..limits };
     let _ = worker::run(
         || {
             let payload: Value = input.as_deref().ok().and_then(|i| serde_json::from_slice(i).ok()).unwrap_or(Value::Null);
@@ -247,7 +256,7 @@ fn decide(agent: &str, answer: Answer, fail: Fail, input: &[u8]) -> i32 {
             use std::io::Write;
             let mut o = std::io::stdout().lock();
             if writeln!(o, "{json}").and_then(|()| o.flush()).is_err() {
-                eprintln!("pinfold hook: cannot write the decision");
+                say!("pinfold hook: cannot write the decision");
                 return FAIL;
             }
             crate::exit::OK
@@ -283,7 +292,7 @@ fn record(agent: &str, payload: &Value, audit: &pinfold_policy::config::Audit, m
 
 /// Report `line` the way `fail` says; the exit code to use.
 fn failed(fail: Fail, line: &str) -> i32 {
-    eprintln!("pinfold hook: {line}");
+    say!("pinfold hook: {line}");
     match fail {
         Fail::Exit2 => FAIL,
         Fail::Deny(deny) => {

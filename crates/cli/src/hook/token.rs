@@ -170,7 +170,7 @@ pub fn exec_accepts(command: &[String], sandbox: Option<&str>, cwd: &Path, decis
     match why {
         Ok(()) => decision == pinfold_policy::config::Action::Ask,
         Err(why) => {
-            eprintln!("pinfold: ignoring {ENV}: {why}");
+            say!("pinfold: ignoring {ENV}: {why}");
             false
         }
     }

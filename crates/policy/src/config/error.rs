@@ -26,7 +26,8 @@ impl fmt::Display for Location {
 ///
 /// Every variant that concerns the content of a file carries a [`Location`]; the CLI renders
 /// `Display` as the headline and may show [`ConfigError::hint`] on its own line (the `Display`
-/// of [`ConfigError::Invalid`] already ends with `\nhint: …` when there is one).
+/// of [`ConfigError::Invalid`] and [`ConfigError::NotAFile`] already ends with `\nhint: …`
+/// when there is one).
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file is not valid TOML/YAML/JSON, or does not follow the schema, or refers to
@@ -48,6 +49,16 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    /// A name pinfold reads policy from (`pinfold.toml`, `pinfold.local.yaml`, the global
+    /// `config.json`…) is taken by something that is not a regular file, following symlinks: a
+    /// directory, a FIFO, a device, a socket, a dangling symlink or a symlink loop. Not
+    /// "absent": that would silently load a weaker policy than the one meant to be there.
+    #[error("{} is {what}, not a policy file{}", path.display(), render_hint(Some(NOT_A_FILE_HINT)))]
+    NotAFile {
+        path: PathBuf,
+        /// What is there instead: "a directory", "a symlink to a FIFO (`/tmp/p`)"…
+        what: String,
+    },
     /// Two policy files with different extensions sit in one directory.
     #[error("ambiguous configuration: {} and {} both exist; keep only one", first.display(), second.display())]
     Ambiguous { first: PathBuf, second: PathBuf },
@@ -59,6 +70,9 @@ pub enum ConfigError {
         chain: Vec<String>,
     },
 }
+
+const NOT_A_FILE_HINT: &str =
+    "policy is read only from a regular file (or a symlink to one): replace it with one, or remove it";
 
 fn render_hint(hint: Option<&str>) -> String {
     match hint {
@@ -82,7 +96,7 @@ impl ConfigError {
                 Some(location)
             }
             ConfigError::Io { location, .. } => location.as_ref(),
-            ConfigError::Ambiguous { .. } => None,
+            ConfigError::Ambiguous { .. } | ConfigError::NotAFile { .. } => None,
         }
     }
 
@@ -90,6 +104,7 @@ impl ConfigError {
     pub fn hint(&self) -> Option<&str> {
         match self {
             ConfigError::Invalid { hint, .. } => hint.as_deref(),
+            ConfigError::NotAFile { .. } => Some(NOT_A_FILE_HINT),
             _ => None,
         }
     }
@@ -109,6 +124,7 @@ impl ConfigError {
             ConfigError::ExtendsCycle { chain, .. } => {
                 format!("`extends` cycle: {}", chain.join(" -> "))
             }
+            ConfigError::NotAFile { path, what } => format!("{} is {what}, not a policy file", path.display()),
             other => other.to_string(),
         }
     }

@@ -96,15 +96,12 @@ fn layers(opts: &LoadOptions, project: Option<&Path>) -> Result<Vec<PathBuf>, Co
 }
 
 /// The single non-empty `STEM.{toml,yaml,yml,json}` in `dir`, if any; two of them is an
-/// error.
+/// error, and so is a name taken by anything but a regular file ([`policy_file`]).
 fn find_one(dir: &Path, stem: &str) -> Result<Option<PathBuf>, ConfigError> {
     let mut found: Option<PathBuf> = None;
     for ext in EXTENSIONS {
         let candidate = dir.join(format!("{stem}.{ext}"));
-        // An empty file counts as absent: `pinfold exec` puts empty placeholders at the policy
-        // file names a project lacks (so a command cannot create one) for the length of a run,
-        // and other pinfold processes must not take them for policy meanwhile.
-        if std::fs::metadata(&candidate).is_ok_and(|m| m.is_file() && m.len() > 0) {
+        if policy_file(&candidate)? {
             if let Some(first) = found {
                 return Err(ConfigError::Ambiguous {
                     first,
@@ -115,6 +112,63 @@ fn find_one(dir: &Path, stem: &str) -> Result<Option<PathBuf>, ConfigError> {
         }
     }
     Ok(found)
+}
+
+/// Whether `path`, a name pinfold looks for policy at, holds a policy file: `false` when
+/// nothing is there, an error when something is that cannot be one.
+///
+/// A name is absent only when nothing has it (or its directory is not a directory: the global
+/// `~/.config/pinfold` may be a file). An empty regular file counts as absent too: `pinfold
+/// exec` puts empty placeholders at the policy file names a project lacks (so a command
+/// cannot create one) for the length of a run, and other pinfold processes must not take them
+/// for policy meanwhile. Anything else at the name — a directory, a FIFO, a device such as
+/// `/dev/null` behind a symlink, a dangling symlink, a symlink loop — is an error, never
+/// "absent": someone put it where policy is read, and taking it for nothing would apply the
+/// embedded default instead of the policy meant to be there. A symlink to a regular file is
+/// that file.
+fn policy_file(path: &Path) -> Result<bool, ConfigError> {
+    use std::os::unix::fs::FileTypeExt;
+    let io = |source| ConfigError::Io { path: path.to_path_buf(), location: None, source };
+    let link = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => return Ok(false),
+        Err(e) => return Err(io(e)),
+    };
+    let via = if link.file_type().is_symlink() {
+        let target = std::fs::read_link(path).map_err(io)?;
+        format!("a symlink to `{}`, which is ", target.display())
+    } else {
+        String::new()
+    };
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ConfigError::NotAFile { path: path.to_path_buf(), what: format!("{via}missing") });
+        }
+        // A loop (ELOOP), or a target pinfold may not look at.
+        Err(e) if !via.is_empty() => {
+            return Err(ConfigError::NotAFile { path: path.to_path_buf(), what: format!("{via}unreachable ({e})") });
+        }
+        Err(e) => return Err(io(e)),
+    };
+    let t = meta.file_type();
+    if t.is_file() {
+        return Ok(meta.len() > 0);
+    }
+    let kind = if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    Err(ConfigError::NotAFile { path: path.to_path_buf(), what: format!("{via}{kind}") })
 }
 
 /// The nearest `pinfold.*` at or above `cwd`.

@@ -709,6 +709,76 @@ fn empty_policy_files_count_as_absent() {
     assert_eq!(patterns(&c), ["x *"]);
 }
 
+/// Something at a policy file's name that is not a regular file, following symlinks, is an
+/// error naming the path, never "absent": absent would load the embedded default instead of
+/// the policy meant to be there. Nothing is opened: a FIFO does not block the load.
+#[test]
+fn a_policy_name_taken_by_something_else_is_an_error() {
+    use std::os::unix::fs::symlink;
+    let kinds: [(&str, &str); 7] = [
+        ("directory", "is a directory, not a policy file"),
+        ("fifo", "is a FIFO, not a policy file"),
+        ("dangling", "is a symlink to `gone.toml`, which is missing, not a policy file"),
+        ("loop", "which is unreachable ("),
+        ("dev-null", "is a symlink to `/dev/null`, which is a character device, not a policy file"),
+        ("dev-zero", "is a symlink to `/dev/zero`, which is a character device, not a policy file"),
+        ("link-to-dir", "which is a directory, not a policy file"),
+    ];
+    let names = ["proj/pinfold.toml", "proj/pinfold.yml", "proj/pinfold.json", "proj/pinfold.local.yaml", "home/.config/pinfold/config.toml"];
+    for name in names {
+        for (kind, says) in kinds {
+            let env = Env::new();
+            if name.contains(".local.") {
+                write(&env.root, "proj/pinfold.toml", "[[rules]]\nask = 'x *'\n");
+            }
+            let p = env.root.join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            match kind {
+                "directory" => std::fs::create_dir(&p).unwrap(),
+                "fifo" => assert!(std::process::Command::new("mkfifo").arg(&p).status().unwrap().success()),
+                "dangling" => symlink("gone.toml", &p).unwrap(),
+                "loop" => symlink(p.file_name().unwrap(), &p).unwrap(),
+                "dev-null" => symlink("/dev/null", &p).unwrap(),
+                "dev-zero" => symlink("/dev/zero", &p).unwrap(),
+                "link-to-dir" => symlink("/", &p).unwrap(),
+                _ => unreachable!(),
+            }
+            // From the project and from below it; and what `pinfold trust` and the cache see.
+            for cwd in ["proj", "proj/sub/deeper"] {
+                let err = match load(&env.opts(cwd)) {
+                    Err(e) => e,
+                    Ok(c) => panic!("{name} as {kind} was taken for absent: loaded {:?}", c.sources),
+                };
+                let ConfigError::NotAFile { path, .. } = &err else { panic!("{name} as {kind}: {err:?}") };
+                assert_eq!(path, &p, "{name} as {kind}");
+                let text = err.to_string();
+                assert!(text.starts_with(&format!("{} ", p.display())) && text.contains(says), "{name} as {kind}: {text}");
+                assert_eq!(err.hint(), text.split_once("\nhint: ").map(|(_, h)| h), "{name} as {kind}: {text}");
+                assert!(matches!(layer_files(&env.opts(cwd)), Err(ConfigError::NotAFile { .. })), "{name} as {kind}");
+            }
+        }
+    }
+}
+
+/// What stays absent: no name at all, an empty file (also through a symlink), a global config
+/// directory that is a file (an exec placeholder). A symlink to a policy file is that file.
+#[test]
+fn a_symlink_to_a_policy_file_is_read_and_placeholders_stay_absent() {
+    use std::os::unix::fs::symlink;
+    let env = Env::new();
+    write(&env.root, "home/.config/pinfold", "");
+    write(&env.root, "empty.toml", "");
+    symlink(env.root.join("empty.toml"), env.root.join("proj/pinfold.toml")).unwrap();
+    let c = load(&env.opts("proj")).unwrap();
+    assert_eq!(c.sources, ["pinfold:recommended", "pinfold:default"]);
+    write(&env.root, "policies/team.toml", "[[rules]]\ndeny = 'x *'\n");
+    std::fs::remove_file(env.root.join("proj/pinfold.toml")).unwrap();
+    symlink("../policies/team.toml", env.root.join("proj/pinfold.toml")).unwrap();
+    let c = load(&env.opts("proj")).unwrap();
+    assert_eq!(c.sources, ["pinfold.toml"]);
+    assert_eq!(patterns(&c), ["x *"]);
+}
+
 #[test]
 fn io_errors_name_the_path() {
     let env = Env::new();
