@@ -108,7 +108,8 @@ pub(crate) fn check(text: &str, tree: &SyntaxTree) -> Result<(), Unparseable> {
                     "a line continuation that joins the word before it to the next line, which bash and the parser read differently; put a blank before the `\\`",
                 ));
             }
-        } else if before == b'$' && !(nl >= 2 && escaping(b, nl - 2)) {
+        } else if before == b'$' && b[..nl].iter().rev().take_while(|&&c| c == b'$').count() % 2 == 1 && !(nl >= 2 && escaping(b, nl - 2)) {
+            // An odd run: the last `$` stands alone (`$$`, the shell's pid, ends in `$` too).
             return Err(err(nl - 1, "a `$` at the end of a line, which bash reads as a literal `$`; quote it"));
         }
     }

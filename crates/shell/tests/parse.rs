@@ -406,6 +406,9 @@ const TABLE: &[Row] = &[
     ("echo \"a\\\nb\"", Some(&["echo ab"])),
     ("cat <<EOF\ndocker run \\\n -v x\nEOF", Some(&["cat r:<<EOF"])),
     ("echo a # c; touch x", Some(&["echo a"])),
+    ("kill -TERM $$", Some(&["kill -TERM ~$$~"])),
+    ("echo $$\necho b", Some(&["echo ~$$~", "echo b"])),
+    ("echo $$$\necho b", None), // `$$` then a lone `$` before the newline
     ("X=1", Some(&[
         "#assign $X=1",
     ])),
