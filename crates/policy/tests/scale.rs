@@ -172,3 +172,38 @@ fn a_path_of_tens_of_thousands_of_components_is_judged_quickly() {
     // writable. `…/b/x` is under `/a/*/b` too (`*` crosses `/`).
     assert_eq!(got, (Action::Ask, Action::Allow, Action::Allow));
 }
+
+/// Commands inside a wrapper (`find -exec`, `xargs`) or inside a `bash -c` string that is not
+/// a single-quoted literal have the span of what holds them, and each verdict held a copy of
+/// its span's text: quadratic in memory. `bash -c "ls;ls;…"` with 16,000 commands (48 KB)
+/// peaked at 0.8 GB; `find . -exec ls {} \;` 16,000 times (250 KB) at 3.8 GB; a 1 MiB input
+/// would exhaust any machine (found running repeated constructs through the fuzz targets).
+/// Judged here with the verdicts' text counted: it must grow with the input and the number of
+/// commands (a few hundred bytes each), not with their product.
+#[test]
+fn commands_sharing_a_span_do_not_each_copy_it() {
+    let n = 16_000;
+    let cases = [
+        format!("bash -c \"{}\"", "ls;".repeat(n)),
+        format!("find . {}", "-exec ls {} \\; ".repeat(n)),
+        format!("watch {}", "'ls; ls' ".repeat(n)),
+    ];
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let project = tempfile::tempdir().expect("temporary project");
+        let policy = default_policy(project.path());
+        for command in &cases {
+            let j = policy.judge(command, project.path());
+            let text: usize = j.commands.iter().map(|c| c.text.len()).sum();
+            let _ = tx.send((j.decision, j.commands.len(), text, command.len(), command[..12].to_string()));
+        }
+    });
+    for want in [Action::Allow, Action::Allow, Action::Ask] {
+        let (decision, commands, text, len, head) = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("judged within 30 s");
+        assert!(commands > n, "`{head}…`: {commands} commands");
+        assert_eq!(decision, want, "`{head}…`");
+        assert!(text <= len + 300 * commands, "`{head}…`: {commands} commands hold {text} bytes of text for an input of {len}");
+    }
+}
