@@ -307,9 +307,14 @@ impl Policy {
     fn judge_tree_with(&self, tree: CommandTree, cwd: &Path, extra: &[std::path::PathBuf]) -> Judgement {
         let env = Env { cwd, home: self.config.home.as_deref(), paths: &self.config.paths };
         let recursive = recursive_functions(&tree);
+        let mut uses: FnvMap<(usize, usize), u32> = FnvMap::default();
+        for c in &tree.commands {
+            *uses.entry((c.span.start, c.span.end)).or_default() += 1;
+        }
         let mut commands = Vec::with_capacity(tree.commands.len());
         for c in &tree.commands {
-            let mut v = self.judge_command(c, &tree.source, &env, extra);
+            let shared = uses.get(&(c.span.start, c.span.end)).is_some_and(|&n| n > 1);
+            let mut v = self.judge_command(c, verdict_text(&tree.source, &c.span, shared), &env, extra);
             if c.kind == CommandKind::FunctionCall && v.decision == Action::Allow {
                 let name = c.words.first().map_or("", |w| w.text.as_str());
                 if recursive.contains(name) {
@@ -365,8 +370,7 @@ impl Policy {
         idx.into_iter().map(move |i| self.rule(i))
     }
 
-    fn judge_command(&self, c: &SimpleCommand, source: &str, env: &Env<'_>, extra: &[std::path::PathBuf]) -> CommandVerdict {
-        let text = source.get(c.span.clone()).unwrap_or("").to_string();
+    fn judge_command(&self, c: &SimpleCommand, text: String, env: &Env<'_>, extra: &[std::path::PathBuf]) -> CommandVerdict {
         let argv = c.argv();
         let mut v = CommandVerdict {
             text,
@@ -608,6 +612,25 @@ pub struct TestFailure {
     pub expected: Action,
     pub got: Action,
     pub reason: String,
+}
+
+/// The most text a verdict holds of a span other commands share (see [`verdict_text`]).
+const SHARED_TEXT: usize = 256;
+
+/// A command's text for its verdict: its span's text, cut to [`SHARED_TEXT`] bytes when other
+/// commands share the span. Those inside a wrapper (`find -exec`, `xargs`) or inside a string
+/// that is not a single-quoted literal have the span of what holds them; thousands of them,
+/// each with a copy, were quadratic in memory.
+fn verdict_text(source: &str, span: &Range<usize>, shared: bool) -> String {
+    let text = source.get(span.clone()).unwrap_or("");
+    if !shared || text.len() <= SHARED_TEXT {
+        return text.to_string();
+    }
+    let mut end = SHARED_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// Paths any command may always write through a redirect.

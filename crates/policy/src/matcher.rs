@@ -16,7 +16,7 @@ use std::path::{Component, Path, PathBuf};
 use pinfold_shell::{SimpleCommand, Word};
 
 use crate::options::{self, Arity, Style, Table};
-use crate::pattern::{basename, glob_match, Alts, Pattern, Pos};
+use crate::pattern::{basename, glob_match, glob_match_prefix, Alts, Pattern, Pos};
 
 /// How many readings of one command are examined before giving the strict answer.
 pub const MAX_READINGS: usize = 256;
@@ -729,6 +729,24 @@ pub fn in_or_under(path: &Path, entry: &str) -> bool {
     let entry_path = normalize(Path::new(entry));
     let wild = entry.contains(['*', '?', '[']);
     let es = entry_path.to_string_lossy();
+    // The path's ancestors are prefixes of its text (`Path::parent` borrows): compared as such,
+    // in one pass, not each rendered anew, which cost the sum of their lengths (quadratic in
+    // the depth of a path in a command or a hook payload).
+    if let Some(text) = path.to_str() {
+        let start = text.as_ptr();
+        let ends: Option<Vec<usize>> = path
+            .ancestors()
+            .map(|a| std::ptr::eq(a.as_os_str().as_encoded_bytes().as_ptr(), start).then_some(a.as_os_str().len()))
+            .collect();
+        if let Some(ends) = ends {
+            return if wild {
+                glob_match_prefix(&es, text, &ends)
+            } else {
+                ends.iter().any(|&n| text.get(..n) == Some(&*es))
+            };
+        }
+    }
+    // A path that is not UTF-8 (only ever from the file system), each ancestor as a string.
     let mut cur = Some(path);
     while let Some(p) = cur {
         let ps = p.to_string_lossy();
@@ -749,6 +767,32 @@ mod tests {
         assert_eq!(normalize(Path::new("/a/./b/../c/")), PathBuf::from("/a/c"));
         assert_eq!(normalize(Path::new("/../..")), PathBuf::from("/"));
         assert_eq!(normalize(Path::new("//x//y")), PathBuf::from("/x/y"));
+    }
+
+    /// [`in_or_under`] answers as rendering the path and each ancestor as a string does.
+    #[test]
+    fn under_agrees_with_each_ancestor_as_a_string() {
+        use std::os::unix::ffi::OsStrExt;
+        fn each(path: &Path, entry: &str) -> bool {
+            let es = normalize(Path::new(entry)).to_string_lossy().into_owned();
+            let wild = entry.contains(['*', '?', '[']);
+            path.ancestors().any(|p| {
+                let ps = p.to_string_lossy();
+                if wild { glob_match(&es, &ps) } else { ps == es }
+            })
+        }
+        let mut paths: Vec<PathBuf> = ["/", "", "a/b", "/h/.ssh/id_rsa", "/h/.ssh", "/h/.sshx", "/a/./b/", "//x//y/", "/a/b/..", "/a/b/.", "/p/.env/x",
+            "/p/src/.env", "/dev/fd/3", "/é/ü/x", "/a/a/a/a/b", "./a"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        paths.push(PathBuf::from(std::ffi::OsStr::from_bytes(b"/h/\xff/.ssh/k")));
+        let entries = ["/h/.ssh", "/", "/a", "/a/b", "/x/y", "/p/.env*", "/dev/fd", "/*/ü", "/a/*/b", "/a/**/c", "/[a-h]/?ssh*", "/é", "a", "/a/b/.."];
+        for p in &paths {
+            for e in entries {
+                assert_eq!(in_or_under(p, e), each(p, e), "{p:?} {e:?}");
+            }
+        }
     }
 
     #[test]

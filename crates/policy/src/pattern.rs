@@ -390,6 +390,80 @@ pub fn glob_match(pat: &str, text: &str) -> bool {
     glob_at(&p, &t)
 }
 
+/// Whether `pat` matches `text[..n]`, as [`glob_match`] would, for some `n` in `ends` (byte
+/// offsets; those not on a character boundary are skipped). One pass over `text` for all of
+/// them: matching each prefix on its own costs the sum of their lengths, quadratic for the
+/// ancestors of a deep path. The pattern runs as a set of positions in it (an NFA), which
+/// `*`, `?`, classes and single characters move the way [`glob_at`] does.
+pub fn glob_match_prefix(pat: &str, text: &str, ends: &[usize]) -> bool {
+    enum El<'p> {
+        Star,
+        Any,
+        Class(&'p [char]),
+        Lit(char),
+    }
+    let p: Vec<char> = pat.chars().collect();
+    let mut els = Vec::with_capacity(p.len());
+    let mut i = 0;
+    while i < p.len() {
+        let el = match p[i] {
+            '*' => El::Star,
+            '?' => El::Any,
+            // Whether a class parses depends on the pattern only; one that does not is a `[`.
+            '[' => match class(&p[i..], '[') {
+                Some((_, len)) => El::Class(&p[i..i + len]),
+                None => El::Lit('['),
+            },
+            c => El::Lit(c),
+        };
+        i += match el {
+            El::Class(c) => c.len(),
+            _ => 1,
+        };
+        els.push(el);
+    }
+    let n = els.len();
+    // A star matches nothing too: the position after an active star is active.
+    let close = |on: &mut [bool]| {
+        for k in 0..n {
+            if on[k] && matches!(els[k], El::Star) {
+                on[k + 1] = true;
+            }
+        }
+    };
+    let mut ends = ends.to_vec();
+    ends.sort_unstable();
+    let mut ends = ends.into_iter().peekable();
+    let mut on = vec![false; n + 1];
+    let mut next = vec![false; n + 1];
+    on[0] = true;
+    close(&mut on);
+    for (at, c) in text.char_indices() {
+        while ends.next_if(|&e| e < at).is_some() {}
+        if on[n] && ends.peek() == Some(&at) {
+            return true;
+        }
+        if !on.contains(&true) {
+            return false;
+        }
+        next.fill(false);
+        for k in 0..n {
+            if !on[k] {
+                continue;
+            }
+            match els[k] {
+                El::Star => next[k] = true,
+                El::Any => next[k + 1] = true,
+                El::Class(cl) => next[k + 1] |= class(cl, c).is_some_and(|(m, _)| m),
+                El::Lit(l) => next[k + 1] |= l == c,
+            }
+        }
+        close(&mut next);
+        std::mem::swap(&mut on, &mut next);
+    }
+    on[n] && ends.any(|e| e == text.len())
+}
+
 /// A unit of glob matching: a byte of ASCII text or a char.
 trait Sym: Copy + Ord {
     fn is(self, c: char) -> bool;
@@ -499,6 +573,24 @@ mod tests {
             for t in texts {
                 let (pc, tc): (Vec<char>, Vec<char>) = (p.chars().collect(), t.chars().collect());
                 assert_eq!(glob_at(p.as_bytes(), t.as_bytes()), glob_at(&pc, &tc), "{p} {t}");
+            }
+        }
+    }
+
+    #[test]
+    fn prefix_matching_agrees_with_matching_each_prefix() {
+        let pats = ["a*b", "*", "", "x?z", "f[0-9]", "f[!0-9]", "[]", "[", "a[", "*[a-c]*", "[!]x]", "[]x]", ".env*", "*/.env*", "a*b*c", "[^a]?*", "[a-]", "**", "/p/*/c", "?é*", "[é-ü]x", "*b"];
+        let texts = ["", "ab", "axxb", "xyz", "f7", "fa", "[", "a[", "]", "x", "-", "b", ".env.local", "/p/.env", "aXbYbZc", "--", "/p/x/c/d/c", "éa/b", "üx", "a/b/ab/b"];
+        for p in pats {
+            for t in texts {
+                let cuts: Vec<usize> = (0..=t.len()).collect();
+                for &n in &cuts {
+                    let want = t.is_char_boundary(n) && glob_match(p, &t[..n]);
+                    assert_eq!(glob_match_prefix(p, t, &[n]), want, "{p:?} {t:?}[..{n}]");
+                }
+                let any = cuts.iter().any(|&n| t.is_char_boundary(n) && glob_match(p, &t[..n]));
+                assert_eq!(glob_match_prefix(p, t, &cuts), any, "{p:?} {t:?} any prefix");
+                assert!(!glob_match_prefix(p, t, &[]), "{p:?} {t:?} no prefix");
             }
         }
     }

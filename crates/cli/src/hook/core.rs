@@ -4,7 +4,7 @@
 //! its JSON to these calls and the answers back.
 
 use std::cell::RefCell;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use pinfold_policy::config::{Action, Audit, Config, SandboxPreset};
 use pinfold_policy::matcher::{in_or_under, normalize};
@@ -162,27 +162,47 @@ pub fn resolve(cwd: &Path, p: &str) -> (PathBuf, PathBuf) {
 /// Where the kernel would take the absolute path `raw` (see [`resolve`]); symlinks are followed
 /// at most 40 deep, as the kernel does.
 fn physical(raw: &Path, depth: usize) -> PathBuf {
-    let mut existing = raw;
-    let mut rest: Vec<Component<'_>> = Vec::new();
-    loop {
-        if let Ok(c) = std::fs::canonicalize(existing) {
-            return normalize(&rest.iter().rev().fold(c, |acc, x| acc.join(x)));
-        }
-        if depth < 40
-            && let Ok(target) = std::fs::read_link(existing)
-        {
-            // A dangling symlink: a write through it creates its target.
-            let base = existing.parent().unwrap_or(Path::new("/"));
-            let t = physical(&base.join(target), depth + 1);
-            return normalize(&rest.iter().rev().fold(t, |acc, x| acc.join(x)));
-        }
-        match (existing.parent(), existing.components().next_back()) {
-            (Some(parent), Some(last)) => {
-                rest.push(last);
-                existing = parent;
+    // `raw` and its ancestors, deepest first. Each try below costs the path's length, and a
+    // deep path has as many ancestors as components: trying each in turn was quadratic.
+    let ancestors: Vec<&Path> = raw.ancestors().collect();
+    // The deepest that resolves, by bisection: resolving a path resolves its parent first, so
+    // the ancestors that resolve are all those from some depth up.
+    let (mut lo, mut hi) = (0, ancestors.len());
+    let mut resolved = None;
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match std::fs::canonicalize(ancestors[mid]) {
+            Ok(c) => {
+                resolved = Some(c);
+                hi = mid;
             }
-            _ => return normalize(raw),
+            Err(_) => lo = mid + 1,
         }
+    }
+    // `to` with the components of `raw` below `ancestors[i]` appended (a push each, not a copy
+    // of the whole path each).
+    let below = |mut to: PathBuf, i: usize| {
+        for c in raw.components().skip(ancestors[i].components().count()) {
+            to.push(c);
+        }
+        normalize(&to)
+    };
+    // A deeper ancestor that is a dangling symlink: a write through it creates its target. The
+    // kernel reads no link through a path of PATH_MAX bytes or more.
+    if depth < 40 {
+        for (i, a) in ancestors[..hi].iter().enumerate() {
+            if a.as_os_str().len() >= libc::PATH_MAX as usize {
+                continue;
+            }
+            if let Ok(target) = std::fs::read_link(a) {
+                let base = a.parent().unwrap_or(Path::new("/"));
+                return below(physical(&base.join(target), depth + 1), i);
+            }
+        }
+    }
+    match resolved {
+        Some(c) => below(c, hi),
+        None => normalize(raw),
     }
 }
 

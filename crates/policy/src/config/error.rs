@@ -155,14 +155,27 @@ pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
+/// Words longer than this get no suggestion: hints are for names a person mistypes, and the
+/// distance costs the product of the two lengths.
+const MAX_SUGGEST_LEN: usize = 64;
+
 /// The closest candidate to `word`, if it is close enough to be a likely typo.
 pub(crate) fn suggest<'c>(
     word: &str,
     candidates: impl IntoIterator<Item = &'c str>,
 ) -> Option<&'c str> {
+    // Lengths as `edit_distance` compares them: lowercased.
+    let folded = |s: &str| s.chars().flat_map(char::to_lowercase).count();
+    let len = folded(word);
+    if len > MAX_SUGGEST_LEN {
+        return None;
+    }
     let limit = (word.chars().count() / 3).clamp(1, 3);
     candidates
         .into_iter()
+        // An edit changes the length by at most one: a candidate whose length differs by more
+        // than `limit` is too far and not measured.
+        .filter(|c| folded(c).abs_diff(len) <= limit)
         .map(|c| (edit_distance(word, c), c))
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, _)| *d)
