@@ -136,19 +136,24 @@ fn tmpfs_dir() -> tempfile::TempDir {
 ///   there is no live file (a crash there must lose nothing).
 #[test]
 fn writers_killed_at_random_points() {
+    // At least KILLS kills; more (up to MAX_KILLS) while too few have landed where they were
+    // aimed: on a loaded machine an aimed kill misses its window more often.
     const KILLS: usize = 200;
+    const MAX_KILLS: usize = 800;
     let mut next = rng();
     let (mut torn_seen, mut chain_in_archive, mut archives) = (0, 0, 0);
     let mut landed = [0u32; 3]; // aimed into a write: before the copy, inside it, after it
     let mut dir = tmpfs_dir();
     let started = std::time::Instant::now();
-    for k in 0..KILLS {
-        if k % 2 == 0 {
+    let mut k = 0;
+    while k < KILLS || (k < MAX_KILLS && (torn_seen < KILLS / 8 || chain_in_archive < KILLS / 5)) {
+        k += 1;
+        if k % 2 == 1 {
             dir = tmpfs_dir();
         }
         let live = dir.path().join("ledger.jsonl");
         // Kills aimed into a write get long writes to land in: 128–384 KiB records.
-        let pad: usize = if k % 4 == 1 { 256 << 10 } else { 32 << 10 };
+        let pad: usize = if k % 4 == 2 { 256 << 10 } else { 32 << 10 };
         let env = [
             ("LEDGER_TEST_PAD", pad.to_string()),
             ("LEDGER_TEST_SALT", next(1 << 20).to_string()),
@@ -171,7 +176,7 @@ fn writers_killed_at_random_points() {
         }
         assert!(!acked.is_empty(), "kill {k}: the writer acknowledged nothing");
         let tid = tid.expect("the writer names its thread");
-        match k % 4 {
+        match (k - 1) % 4 {
             0 => {
                 std::thread::sleep(Duration::from_micros(next(30_000)));
                 assert_eq!(sys::kill(pid), 0);
@@ -214,13 +219,13 @@ fn writers_killed_at_random_points() {
         }
     }
     eprintln!(
-        "{KILLS} kills in {:.1} s: {torn_seen} left a torn tail, {chain_in_archive} left the chain ending in an archive \
+        "{k} kills in {:.1} s: {torn_seen} left a torn tail, {chain_in_archive} left the chain ending in an archive \
          (no live record); {archives} archives verified; kills aimed into a write landed before/inside/after the copy: \
          {landed:?}",
         started.elapsed().as_secs_f64()
     );
     // The kills must really land mid-append, and mid-rotation, or this test proves little.
-    assert!(torn_seen >= KILLS / 8, "only {torn_seen} of {KILLS} kills left a torn tail");
+    assert!(torn_seen >= KILLS / 8, "only {torn_seen} of {k} kills left a torn tail");
     assert!(chain_in_archive >= KILLS / 5, "only {chain_in_archive} kills landed between a rotation's rename and its first record");
 }
 
