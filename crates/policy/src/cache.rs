@@ -57,6 +57,13 @@ struct Header {
 // Offset records are 16 hex digits per rule (start and end, 8 each, absolute in the entry),
 // so rule i is found without parsing the others.
 
+/// The hash of cache keys, for the benchmark that weighs it against SipHash
+/// (`cargo bench -p pinfold-policy --bench judge -- key_hash`); not an API.
+#[doc(hidden)]
+pub fn key_hash(b: &[u8]) -> u64 {
+    hash_bytes(b)
+}
+
 fn hash_bytes(b: &[u8]) -> u64 {
     let mut h = KeyHasher::default();
     b.hash(&mut h);
@@ -68,7 +75,8 @@ fn hash_bytes(b: &[u8]) -> u64 {
 /// block can reset). It replaced SipHash, which spent a tenth of a whole `check` on a
 /// 45 KB policy file (docs/benchmarks.md). Like SipHash with its fixed public keys before it,
 /// it is no defence against someone crafting a collision: whoever can write the policy files
-/// or the cache decides the verdicts anyway.
+/// or the cache decides the verdicts anyway. The `key_hash` benchmark (benches/judge.rs)
+/// times both over a 1,000-rule policy file; keep this only while it wins there.
 #[derive(Default)]
 struct KeyHasher {
     state: u64,

@@ -16,6 +16,7 @@
 //!   unless an allowing rule names the option;
 //! * input that cannot be parsed gets `defaults.on_parse_error` (ask or deny, never allow).
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
 
@@ -25,7 +26,6 @@ use serde::Serialize;
 use crate::config::{Action, Config, Location, RuleSpec, SandboxPreset};
 use crate::env::dangerous_env;
 use crate::matcher::{self, Env, Mode, Outcome};
-use crate::options::FnvMap;
 use crate::pattern::{Pattern, PatternError};
 use crate::writes;
 
@@ -105,7 +105,7 @@ impl Cells {
 /// Rule indices by key.
 #[derive(Debug)]
 pub(crate) enum Index {
-    Map(FnvMap<String, Vec<usize>>),
+    Map(HashMap<String, Vec<usize>>),
     /// Sorted `key\tN,N,…\n` lines from a cache entry, searched without parsing.
     Lines(Vec<u8>),
 }
@@ -231,7 +231,7 @@ impl Policy {
     /// Compile every rule's pattern.
     pub fn new(config: Config) -> Result<Policy, PolicyError> {
         let mut rules = Vec::with_capacity(config.rules.len());
-        let mut by_name: FnvMap<String, Vec<usize>> = FnvMap::default();
+        let mut by_name: HashMap<String, Vec<usize>> = HashMap::default();
         let mut wildcard = Vec::new();
         for spec in &config.rules {
             let known = |n: &str| config.paths.contains_key(n);
@@ -307,7 +307,7 @@ impl Policy {
     fn judge_tree_with(&self, tree: CommandTree, cwd: &Path, extra: &[std::path::PathBuf]) -> Judgement {
         let env = Env { cwd, home: self.config.home.as_deref(), paths: &self.config.paths };
         let recursive = recursive_functions(&tree);
-        let mut uses: FnvMap<(usize, usize), u32> = FnvMap::default();
+        let mut uses: HashMap<(usize, usize), u32> = HashMap::default();
         for c in &tree.commands {
             *uses.entry((c.span.start, c.span.end)).or_default() += 1;
         }

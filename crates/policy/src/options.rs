@@ -14,35 +14,8 @@
 //! `uniq IN OUT`) or a program it runs (`go build -toolexec PROG`), for [`crate::writes`].
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 
-/// FNV-1a: a few cycles for the short names looked up here, where the standard SipHash cost
-/// more than the search it replaced. Keys come from built-in tables and the policy, never
-/// inserted from command text, so there is nothing to flood.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Fnv {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-}
-
-/// A map with [`Fnv`] hashing.
-pub(crate) type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
 
 /// How a tool reads single-dash words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -405,8 +378,8 @@ pub static TABLES: &[Table] = &[
 /// table's map is built when the table is first used. The matcher asks for every option of
 /// every reading, and scanning the lists (a hundred options for `docker run`) showed in
 /// profiles; building every map at once (2,500 options) cost 0.13 ms of process start.
-fn option_maps() -> &'static [OnceLock<FnvMap<&'static str, Arity>>] {
-    static MAPS: OnceLock<Vec<OnceLock<FnvMap<&'static str, Arity>>>> = OnceLock::new();
+fn option_maps() -> &'static [OnceLock<HashMap<&'static str, Arity>>] {
+    static MAPS: OnceLock<Vec<OnceLock<HashMap<&'static str, Arity>>>> = OnceLock::new();
     MAPS.get_or_init(|| TABLES.iter().map(|_| OnceLock::new()).collect())
 }
 
@@ -416,7 +389,7 @@ fn listed_arity(t: &'static Table, opt: &str) -> Option<Arity> {
     let i = (t as *const Table as usize).wrapping_sub(TABLES.as_ptr() as usize) / size;
     if TABLES.get(i).is_some_and(|x| std::ptr::eq(x, t)) {
         let opts = option_maps()[i].get_or_init(|| {
-            let mut m = FnvMap::with_capacity_and_hasher(t.value.len() + t.flags.len(), Default::default());
+            let mut m = HashMap::with_capacity(t.value.len() + t.flags.len());
             for f in t.flags {
                 m.insert(*f, Arity::Flag);
             }
