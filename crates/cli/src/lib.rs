@@ -388,12 +388,12 @@ pub(crate) fn load_policy(
             if let Some(dir) = cache_dir() {
                 break 'load pinfold_policy::load_cached(&opts, &dir).map_err(|e| match e {
                     pinfold_policy::LoadError::Config(c) => anyhow_lite::Error::config(c),
-                    pinfold_policy::LoadError::Policy(p) => anyhow_lite::Error::new(p.to_string()),
+                    pinfold_policy::LoadError::Policy(p) => anyhow_lite::Error::policy(p),
                 })?;
             }
         }
         let config = config::load(&opts).map_err(anyhow_lite::Error::config)?;
-        Policy::new(config).map_err(|e| anyhow_lite::Error::new(e.to_string()))?
+        Policy::new(config).map_err(anyhow_lite::Error::policy)?
     };
     // Project files a sandboxed command may have written are not read unless trusted
     // (trust.rs). The user's own files and a file given with -c are theirs.
@@ -470,8 +470,12 @@ mod anyhow_lite {
             self
         }
 
+        pub fn policy(e: pinfold_policy::PolicyError) -> Error {
+            Error { headline: e.to_string(), causes: Vec::new(), hint: e.hint().map(str::to_string) }
+        }
+
         pub fn config(e: pinfold_policy::config::ConfigError) -> Error {
-            let mut out = Error::new(e.to_string());
+            let mut out = Error { headline: e.to_string(), causes: Vec::new(), hint: e.hint().map(str::to_string) };
             let mut src = std::error::Error::source(&e);
             while let Some(s) = src {
                 // A cause the headline already quotes (`cannot read f: No such file…`) is

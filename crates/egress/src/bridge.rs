@@ -24,7 +24,7 @@ pub async fn bridge(
             .acquire_owned()
             .await
             .map_err(io::Error::other)?;
-        let Some((mut client, _)) = crate::proxy::accepted(listener.accept().await).await? else {
+        let Some((mut client, _)) = crate::server::accepted(listener.accept().await).await? else {
             continue;
         };
         let proxy = proxy.clone();

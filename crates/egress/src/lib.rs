@@ -110,18 +110,44 @@ mod bridge;
 #[cfg(feature = "proxy")]
 pub mod broker;
 #[cfg(feature = "proxy")]
+mod brokered;
+#[cfg(feature = "proxy")]
+mod config;
+#[cfg(feature = "proxy")]
+mod decide;
+#[cfg(feature = "proxy")]
+mod error;
+#[cfg(feature = "proxy")]
+mod event;
+#[cfg(feature = "proxy")]
+mod http;
+#[cfg(feature = "proxy")]
 mod proxy;
+#[cfg(feature = "proxy")]
+mod requests;
+#[cfg(feature = "proxy")]
+mod server;
 #[cfg(feature = "proxy")]
 mod socks;
 #[cfg(feature = "proxy")]
+mod stream;
+#[cfg(feature = "proxy")]
 pub mod tls;
+#[cfg(feature = "proxy")]
+mod tunnel;
 
 #[cfg(feature = "proxy")]
 pub use bridge::bridge;
 #[cfg(feature = "proxy")]
-pub use broker::{BuildError, Endpoint, SYSTEM_ROOTS, Secret, certs_from_pem, certs_from_pem_file};
+pub use broker::{SYSTEM_ROOTS, certs_from_pem, certs_from_pem_file};
+#[cfg(feature = "proxy")]
+pub use config::{Config, Endpoint, Limits, Resolver, Secret};
+#[cfg(feature = "proxy")]
+pub use error::{BuildError, EndpointProblem};
+#[cfg(feature = "proxy")]
+pub use event::{Event, EventSink, Outcome, Protocol, Refusal};
 pub use host::{Host, HostPattern, HostPatternError, intersect_lists};
 #[cfg(feature = "proxy")]
-pub use proxy::{Config, Event, EventSink, Limits, Outcome, Protocol, Proxy, Refusal, Resolver};
+pub use proxy::Proxy;
 #[cfg(feature = "proxy")]
 pub use rustls::pki_types::CertificateDer;

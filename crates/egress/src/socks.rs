@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::proxy::{Event, Expect, Outcome, Protocol, Proxy, Refusal};
+use crate::decide::Expect;
+use crate::event::{Event, Outcome, Protocol, Refusal};
+use crate::proxy::Proxy;
 
 // Reply codes (RFC 1928 section 6).
 const SUCCEEDED: u8 = 0x00;
@@ -73,7 +75,7 @@ where
         Ok(c) => c,
         Err(e) => {
             let _ = reply(&mut stream, CONNECTION_REFUSED).await;
-            event.outcome = Outcome::Failed(e);
+            event.outcome = Outcome::Failed(e.to_string());
             proxy.emit(event);
             return;
         }
@@ -86,7 +88,7 @@ where
             Ok(u) => u,
             Err(why) => {
                 let _ = reply(&mut stream, GENERAL_FAILURE).await;
-                event.outcome = Outcome::Failed(why);
+                event.outcome = Outcome::Failed(why.to_string());
                 proxy.emit(event);
                 return;
             }

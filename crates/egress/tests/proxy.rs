@@ -18,8 +18,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-#[path = "support/netns.rs"]
-mod netns;
+/// Helpers shared with other test binaries, in `tests/support/`.
+mod support {
+    pub mod netns;
+}
+use support::netns;
 
 const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 

@@ -39,6 +39,16 @@ pub enum LoadError {
     Policy(#[from] PolicyError),
 }
 
+impl LoadError {
+    /// A suggestion for fixing the error, if there is one.
+    pub fn hint(&self) -> Option<&str> {
+        match self {
+            LoadError::Config(e) => e.hint(),
+            LoadError::Policy(e) => e.hint(),
+        }
+    }
+}
+
 /// The first line after the magic. Sections follow in this order, their lengths here.
 #[derive(Serialize, Deserialize)]
 struct Header {
@@ -401,7 +411,8 @@ mod tests {
         std::fs::create_dir_all(&proj).unwrap();
         std::fs::write(proj.join("pinfold.toml"), "[[rule]]\n").unwrap();
         let e = load_cached(&opts(&proj), &tmp.path().join("c")).unwrap_err();
-        assert!(e.to_string().contains("did you mean `rules`"), "{e}");
+        assert_eq!(e.to_string(), "pinfold.toml:1:3: unknown key `rule` at the top level");
+        assert_eq!(e.hint(), Some("did you mean `rules`?"), "{e}");
         assert_eq!(entries(&tmp.path().join("c")), 0);
     }
 }

@@ -29,14 +29,23 @@ use crate::matcher::{self, Env, Mode, Outcome};
 use crate::pattern::{Pattern, PatternError};
 use crate::writes;
 
-/// A rule's pattern that does not compile.
+/// A rule's pattern that does not compile. `Display` is the headline; the pattern's
+/// suggestion, if it has one, is [`PolicyError::hint`].
 #[derive(Debug, thiserror::Error)]
-#[error("{location}: invalid pattern `{pattern}`: {error}{}", error.hint.as_ref().map(|h| format!("\nhint: {h}")).unwrap_or_default())]
+#[error("{location}: invalid pattern `{pattern}`: {error}")]
 pub struct PolicyError {
     /// Where the pattern is (its column adjusted to the offending token when possible).
     pub location: Location,
     pub pattern: String,
+    #[source]
     pub error: PatternError,
+}
+
+impl PolicyError {
+    /// A suggestion for fixing the pattern, if there is one.
+    pub fn hint(&self) -> Option<&str> {
+        self.error.hint.as_deref()
+    }
 }
 
 #[derive(Debug)]
@@ -859,6 +868,24 @@ mod tests {
         assert_eq!(lookup_line(section, "b"), None);
         assert_eq!(lookup_line(section, ""), None);
         assert_eq!(lookup_line(b"", "a"), None);
+    }
+
+    #[test]
+    fn a_bad_pattern_keeps_its_hint_out_of_the_message() {
+        use crate::config::{Format, LoadOptions, load_str};
+        let opts = LoadOptions { explicit: None, cwd: "/p".into(), home: None, xdg_config_home: None };
+        let config = load_str("pinfold.toml", "[[rules]]\ndeny = \"rm -rf *\"\n", Format::Toml, &opts).unwrap();
+        let e = super::Policy::new(config).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "pinfold.toml:2:12: invalid pattern `rm -rf *`: `rm` reads `-rf` as the cluster `-r -f`, \
+             so this flag token never matches (at character 4 of the pattern)"
+        );
+        assert_eq!(e.hint(), Some("write the flags as separate tokens: `-r -f`"));
+        let source = std::error::Error::source(&e).expect("the pattern error is the source");
+        assert!(source.downcast_ref::<crate::pattern::PatternError>().is_some_and(|p| p.offset == 3), "{source:?}");
+        let load = crate::LoadError::Policy(e);
+        assert_eq!(load.hint(), Some("write the flags as separate tokens: `-r -f`"));
     }
 
     #[test]

@@ -53,10 +53,33 @@ mod word;
 pub mod wrappers;
 
 use std::ops::Range;
+use std::time::Duration;
 
 use serde::Serialize;
 
-pub use walk::Limits;
+/// Bounds that keep parsing time and memory bounded on hostile input.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest input accepted, in bytes (default 1 MiB).
+    pub max_bytes: usize,
+    /// Deepest syntax nesting accepted, counted in shell constructs (default 200).
+    pub max_depth: usize,
+    /// How many `sh -c` / `eval` strings may nest in one another (default 8).
+    pub max_string_depth: usize,
+    /// Time budget for one parse, inner strings included (default 2 s).
+    pub timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_bytes: 1 << 20,
+            max_depth: 200,
+            max_string_depth: 8,
+            timeout: Duration::from_secs(2),
+        }
+    }
+}
 
 /// The result of parsing one input: every simple command bash could run, in source order.
 #[derive(Debug, Clone, Serialize)]

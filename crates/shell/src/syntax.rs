@@ -15,8 +15,7 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use crate::walk::Limits;
-use crate::Unparseable;
+use crate::{Limits, Unparseable};
 
 /// No node (a missing parent, sibling or child).
 const NONE: u32 = u32::MAX;

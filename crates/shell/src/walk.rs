@@ -8,7 +8,7 @@
 
 use std::cell::RefCell;
 use std::ops::Range;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tree_sitter::Parser;
 
@@ -17,32 +17,8 @@ use crate::evaluated;
 use crate::word::{self, Var, Vars};
 use crate::wrappers::{self, Inner, Unwrapped};
 use crate::{
-    Assignment, CommandKind, CommandTree, Context, Redirect, SimpleCommand, Unparseable, Word,
+    Assignment, CommandKind, CommandTree, Context, Limits, Redirect, SimpleCommand, Unparseable, Word,
 };
-
-/// Bounds that keep parsing time and memory bounded on hostile input.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    /// Largest input accepted, in bytes (default 1 MiB).
-    pub max_bytes: usize,
-    /// Deepest syntax nesting accepted, counted in shell constructs (default 200).
-    pub max_depth: usize,
-    /// How many `sh -c` / `eval` strings may nest in one another (default 8).
-    pub max_string_depth: usize,
-    /// Time budget for one parse, inner strings included (default 2 s).
-    pub timeout: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_bytes: 1 << 20,
-            max_depth: 200,
-            max_string_depth: 8,
-            timeout: Duration::from_secs(2),
-        }
-    }
-}
 
 /// The walker recurses once per syntax level (at most `max_depth * NODES_PER_LEVEL`), a few KiB
 /// per level in debug builds. Before each level it makes sure this much stack is left, and

@@ -173,15 +173,26 @@ impl Spec {
     }
 }
 
+/// Why a wrapper's options cannot be stepped over, so the command it runs is not known.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum OptionsUnknown {
+    /// An option or operand is only known at run time (`sudo $FLAGS cmd`).
+    #[error("`{wrapper}` has an argument known only at run time: `{word}`")]
+    Dynamic { wrapper: String, word: String },
+    /// An option the wrapper's table does not list, so whether it takes a value is unknown.
+    #[error("`{wrapper}` has an option pinfold does not know: `{option}`")]
+    UnknownOption { wrapper: String, option: String },
+}
+
 /// Skip the options of `words[0]`; the index of the first operand (at most `words.len()`,
 /// also when the last option lacks its value: then there is no operand), or why we cannot
 /// tell.
-fn skip_options(words: &[Word], spec: &Spec, name: &str) -> Result<usize, String> {
+fn skip_options(words: &[Word], spec: &Spec, name: &str) -> Result<usize, OptionsUnknown> {
     let mut i = 1;
     while i < words.len() {
         let w = &words[i];
         if w.dynamic {
-            return Err(format!("`{name}` has an argument known only at run time: `{}`", w.text));
+            return Err(OptionsUnknown::Dynamic { wrapper: name.to_string(), word: w.text.clone() });
         }
         let s = w.text.as_str();
         if s == "--" {
@@ -200,7 +211,7 @@ fn skip_options(words: &[Word], spec: &Spec, name: &str) -> Result<usize, String
                 i += 1;
                 continue;
             }
-            return Err(format!("`{name}` has an option pinfold does not know: `{s}`"));
+            return Err(OptionsUnknown::UnknownOption { wrapper: name.to_string(), option: s.to_string() });
         }
         if s.len() > 1 && s.starts_with('-') {
             let chars = s[1..].char_indices();
@@ -215,7 +226,7 @@ fn skip_options(words: &[Word], spec: &Spec, name: &str) -> Result<usize, String
                     }
                     break;
                 }
-                return Err(format!("`{name}` has an option pinfold does not know: `-{c}`"));
+                return Err(OptionsUnknown::UnknownOption { wrapper: name.to_string(), option: format!("-{c}") });
             }
             i += if consumed_next { 2 } else { 1 };
             continue;
@@ -250,7 +261,7 @@ fn with_operands(words: &[Word], spec: &Spec, skip: usize, name: &str) -> Option
             }
             Some(Inner::Argv { words: words[start..].to_vec(), assignments: Vec::new() })
         }
-        Err(reason) => Some(Inner::Unresolved { reason, words: words[1..].to_vec() }),
+        Err(why) => Some(Inner::Unresolved { reason: why.to_string(), words: words[1..].to_vec() }),
     }
 }
 
@@ -356,13 +367,13 @@ fn sudo(words: &[Word]) -> Option<Inner> {
     };
     let start = match skip_options(words, &spec, "sudo") {
         Ok(i) => i,
-        Err(reason) => {
+        Err(why) => {
             if words.iter().skip(1).any(|w| w.text.starts_with("--preserve-env=")) {
                 // `--preserve-env=LIST` is a flag with a value; retry without it.
                 let filtered: Vec<Word> = words.iter().filter(|w| !w.text.starts_with("--preserve-env=")).cloned().collect();
                 return sudo(&filtered);
             }
-            return Some(Inner::Unresolved { reason, words: words[1..].to_vec() });
+            return Some(Inner::Unresolved { reason: why.to_string(), words: words[1..].to_vec() });
         }
     };
     let shell_mode = words[1..start].iter().any(|w| {
@@ -413,7 +424,7 @@ fn xargs(cmd: &SimpleCommand) -> Inner {
         .collect();
     let start = match skip_options(&filtered, &spec, "xargs") {
         Ok(i) => i,
-        Err(reason) => return Inner::Unresolved { reason, words: words[1..].to_vec() },
+        Err(why) => return Inner::Unresolved { reason: why.to_string(), words: words[1..].to_vec() },
     };
     let end = cmd.span.end;
     // Input lines become more arguments, known only at run time.
@@ -576,7 +587,7 @@ fn watch(cmd: &SimpleCommand, top: &str) -> Option<Inner> {
     };
     let start = match skip_options(words, &spec, "watch") {
         Ok(i) => i,
-        Err(reason) => return Some(Inner::Unresolved { reason, words: words[1..].to_vec() }),
+        Err(why) => return Some(Inner::Unresolved { reason: why.to_string(), words: words[1..].to_vec() }),
     };
     if start >= words.len() {
         return None;
@@ -610,5 +621,22 @@ mod tests {
             let words: Vec<Word> = ["timeout", last].map(w).to_vec();
             assert_eq!(skip_options(&words, &spec, "timeout"), Ok(2), "{last}");
         }
+    }
+
+    #[test]
+    fn options_that_cannot_be_stepped_over_say_which_and_why() {
+        let spec = Spec { short_val: "s", short_flag: "v", long_val: &["signal"], long_flag: &[] };
+        let words: Vec<Word> = ["timeout", "-vz", "1", "x"].map(w).to_vec();
+        let e = skip_options(&words, &spec, "timeout").unwrap_err();
+        assert_eq!(e, OptionsUnknown::UnknownOption { wrapper: "timeout".into(), option: "-z".into() });
+        assert_eq!(e.to_string(), "`timeout` has an option pinfold does not know: `-z`");
+        let words: Vec<Word> = ["timeout", "--kill-after=5", "x"].map(w).to_vec();
+        let e = skip_options(&words, &spec, "timeout").unwrap_err();
+        assert_eq!(e, OptionsUnknown::UnknownOption { wrapper: "timeout".into(), option: "--kill-after=5".into() });
+        let mut words: Vec<Word> = ["timeout", "$T", "x"].map(w).to_vec();
+        words[1].dynamic = true;
+        let e = skip_options(&words, &spec, "timeout").unwrap_err();
+        assert_eq!(e, OptionsUnknown::Dynamic { wrapper: "timeout".into(), word: "$T".into() });
+        assert_eq!(e.to_string(), "`timeout` has an argument known only at run time: `$T`");
     }
 }

@@ -1,4 +1,4 @@
-//! What the judge benchmark and the `judge_breakdown` example share: the 20 commands and the
+//! What the `judge` and `judge_breakdown` benchmarks share: the 20 commands and the
 //! generated 1,000-rule policy.
 
 use pinfold_policy::config::LoadOptions;

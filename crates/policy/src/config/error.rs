@@ -25,14 +25,13 @@ impl fmt::Display for Location {
 /// Everything that can go wrong while loading configuration.
 ///
 /// Every variant that concerns the content of a file carries a [`Location`]; the CLI renders
-/// `Display` as the headline and may show [`ConfigError::hint`] on its own line (the `Display`
-/// of [`ConfigError::Invalid`] and [`ConfigError::NotAFile`] already ends with `\nhint: …`
-/// when there is one).
+/// `Display` as the headline and shows [`ConfigError::hint`], when there is one, on its own
+/// line. `Display` never holds the hint.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file is not valid TOML/YAML/JSON, or does not follow the schema, or refers to
     /// something that does not exist.
-    #[error("{location}: {message}{}", render_hint(hint.as_deref()))]
+    #[error("{location}: {message}")]
     Invalid {
         location: Location,
         /// Dotted key path of the offending value, e.g. `rules[3].sandbox`; empty for the
@@ -53,7 +52,7 @@ pub enum ConfigError {
     /// `config.json`…) is taken by something that is not a regular file, following symlinks: a
     /// directory, a FIFO, a device, a socket, a dangling symlink or a symlink loop. Not
     /// "absent": that would silently load a weaker policy than the one meant to be there.
-    #[error("{} is {what}, not a policy file{}", path.display(), render_hint(Some(NOT_A_FILE_HINT)))]
+    #[error("{} is {what}, not a policy file", path.display())]
     NotAFile {
         path: PathBuf,
         /// What is there instead: "a directory", "a symlink to a FIFO (`/tmp/p`)"…
@@ -73,13 +72,6 @@ pub enum ConfigError {
 
 const NOT_A_FILE_HINT: &str =
     "policy is read only from a regular file (or a symlink to one): replace it with one, or remove it";
-
-fn render_hint(hint: Option<&str>) -> String {
-    match hint {
-        Some(h) => format!("\nhint: {h}"),
-        None => String::new(),
-    }
-}
 
 fn render_at(location: Option<&Location>) -> String {
     match location {
@@ -117,7 +109,7 @@ impl ConfigError {
         }
     }
 
-    /// The message without location and hint.
+    /// The message without location.
     pub fn message(&self) -> String {
         match self {
             ConfigError::Invalid { message, .. } => message.clone(),
@@ -215,7 +207,7 @@ mod tests {
     }
 
     #[test]
-    fn display_with_hint() {
+    fn display_without_hint() {
         let e = ConfigError::Invalid {
             location: Location {
                 file: "pinfold.toml".into(),
@@ -226,9 +218,10 @@ mod tests {
             message: "unknown key `rule` at the top level".into(),
             hint: Some("did you mean `rules`?".into()),
         };
-        assert_eq!(
-            e.to_string(),
-            "pinfold.toml:12:9: unknown key `rule` at the top level\nhint: did you mean `rules`?"
-        );
+        assert_eq!(e.to_string(), "pinfold.toml:12:9: unknown key `rule` at the top level");
+        assert_eq!(e.hint(), Some("did you mean `rules`?"));
+        let e = ConfigError::NotAFile { path: "/p/pinfold.toml".into(), what: "a directory".into() };
+        assert_eq!(e.to_string(), "/p/pinfold.toml is a directory, not a policy file");
+        assert_eq!(e.hint(), Some(NOT_A_FILE_HINT));
     }
 }

@@ -42,10 +42,8 @@
 //! assert_eq!(config.sandboxes["workspace"].read_deny, ["/home/me/.ssh"]);
 //!
 //! let err = load_str("pinfold.toml", "[[rule]]\nallow = 'x'\n", Format::Toml, &opts).unwrap_err();
-//! assert_eq!(
-//!     err.to_string(),
-//!     "pinfold.toml:1:3: unknown key `rule` at the top level\nhint: did you mean `rules`?"
-//! );
+//! assert_eq!(err.to_string(), "pinfold.toml:1:3: unknown key `rule` at the top level");
+//! assert_eq!(err.hint(), Some("did you mean `rules`?"));
 //! ```
 //!
 //! # What this module does not do

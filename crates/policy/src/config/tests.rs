@@ -305,10 +305,7 @@ fn syntax_errors_have_positions() {
 #[test]
 fn display_of_errors() {
     let err = toml("[[rules]]\nalow = 'x'\n").unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "pinfold.toml:2:1: unknown key `alow` in [[rules]]\nhint: did you mean `allow`?"
-    );
+    assert_eq!(err.to_string(), "pinfold.toml:2:1: unknown key `alow` in [[rules]]");
     assert_eq!(err.location().unwrap().to_string(), "pinfold.toml:2:1");
     assert_eq!(err.hint(), Some("did you mean `allow`?"));
 }
@@ -753,7 +750,8 @@ fn a_policy_name_taken_by_something_else_is_an_error() {
                 assert_eq!(path, &p, "{name} as {kind}");
                 let text = err.to_string();
                 assert!(text.starts_with(&format!("{} ", p.display())) && text.contains(says), "{name} as {kind}: {text}");
-                assert_eq!(err.hint(), text.split_once("\nhint: ").map(|(_, h)| h), "{name} as {kind}: {text}");
+                assert!(!text.contains("\nhint:"), "{name} as {kind}: {text}");
+                assert!(err.hint().is_some_and(|h| h.starts_with("policy is read only from a regular file")), "{name} as {kind}: {:?}", err.hint());
                 assert!(matches!(layer_files(&env.opts(cwd)), Err(ConfigError::NotAFile { .. })), "{name} as {kind}");
             }
         }

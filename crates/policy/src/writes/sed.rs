@@ -32,12 +32,68 @@ pub struct Effects {
 pub struct Error {
     /// Character offset in the script.
     pub at: usize,
-    pub what: &'static str,
+    pub what: Problem,
 }
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} at character {}", self.what, self.at + 1)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// What is wrong with a script, one variant per thing GNU sed would reject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Problem {
+    /// An address (or `!`) with no command after it.
+    MissingCommand,
+    /// An address before `}`.
+    AddressOnClose,
+    /// A `}` with no `{` open.
+    UnexpectedClose,
+    /// An address before a `:label`.
+    AddressOnLabel,
+    /// A `:` with no label.
+    MissingLabel,
+    /// A character that is no sed command.
+    UnknownCommand,
+    /// A `{` never closed.
+    UnmatchedOpen,
+    /// A `,` with no second address.
+    UnexpectedComma,
+    /// A newline (or the end) where a delimiter belongs.
+    BadDelimiter,
+    /// A regular expression, replacement or `y` list without its closing delimiter.
+    UnterminatedExpression,
+    /// A newline inside a regular expression.
+    NewlineInRegex,
+    /// A `[` bracket expression never closed.
+    UnterminatedBracket,
+    /// `r`, `R`, `w`, `W` or the `w` flag with no file name.
+    MissingFileName,
+    /// Text after a command that takes no more.
+    ExtraCharacters,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Problem::MissingCommand => "missing command",
+            Problem::AddressOnClose => "`}` does not take an address",
+            Problem::UnexpectedClose => "unexpected `}`",
+            Problem::AddressOnLabel => "`:` does not take an address",
+            Problem::MissingLabel => "`:` lacks a label",
+            Problem::UnknownCommand => "unknown command",
+            Problem::UnmatchedOpen => "unmatched `{`",
+            Problem::UnexpectedComma => "unexpected `,`",
+            Problem::BadDelimiter => "bad delimiter",
+            Problem::UnterminatedExpression => "unterminated expression",
+            Problem::NewlineInRegex => "newline in a regular expression",
+            Problem::UnterminatedBracket => "unterminated `[`",
+            Problem::MissingFileName => "missing file name",
+            Problem::ExtraCharacters => "extra characters after command",
+        })
     }
 }
 
@@ -67,7 +123,7 @@ impl Reader {
         c
     }
 
-    fn err<T>(&self, what: &'static str) -> Result<T, Error> {
+    fn err<T>(&self, what: Problem) -> Result<T, Error> {
         Err(Error { at: self.i, what })
     }
 
@@ -111,25 +167,25 @@ impl Reader {
                 continue;
             }
             let addressed = self.addresses()?;
-            let Some(cmd) = self.next() else { return self.err("missing command") };
+            let Some(cmd) = self.next() else { return self.err(Problem::MissingCommand) };
             match cmd {
                 '{' => depth += 1,
                 '}' => {
                     if addressed {
-                        return self.err("`}` does not take an address");
+                        return self.err(Problem::AddressOnClose);
                     }
                     depth = match depth.checked_sub(1) {
                         Some(d) => d,
-                        None => return self.err("unexpected `}`"),
+                        None => return self.err(Problem::UnexpectedClose),
                     };
                     self.end_of_command()?;
                 }
                 ':' => {
                     if addressed {
-                        return self.err("`:` does not take an address");
+                        return self.err(Problem::AddressOnLabel);
                     }
                     if self.label().is_empty() {
-                        return self.err("`:` lacks a label");
+                        return self.err(Problem::MissingLabel);
                     }
                 }
                 '=' | 'd' | 'D' | 'g' | 'G' | 'h' | 'H' | 'n' | 'N' | 'p' | 'P' | 'x' | 'z' | 'F' => {
@@ -172,12 +228,12 @@ impl Reader {
                 }
                 _ => {
                     self.i -= 1;
-                    return self.err("unknown command");
+                    return self.err(Problem::UnknownCommand);
                 }
             }
         }
         if depth > 0 {
-            return self.err("unmatched `{`");
+            return self.err(Problem::UnmatchedOpen);
         }
         Ok(())
     }
@@ -191,7 +247,7 @@ impl Reader {
                 self.i += 1;
                 self.blanks();
                 if !self.address()? {
-                    return self.err("unexpected `,`");
+                    return self.err(Problem::UnexpectedComma);
                 }
             }
         }
@@ -244,7 +300,7 @@ impl Reader {
 
     fn delimiter(&mut self) -> Result<char, Error> {
         match self.next() {
-            Some('\n') | None => self.err("bad delimiter"),
+            Some('\n') | None => self.err(Problem::BadDelimiter),
             Some(d) => Ok(d),
         }
     }
@@ -253,15 +309,15 @@ impl Reader {
     /// whole: a delimiter inside it is an ordinary character (`s/[/]/x/`).
     fn delimited(&mut self, d: char, regex: bool) -> Result<(), Error> {
         loop {
-            let Some(c) = self.next() else { return self.err("unterminated expression") };
+            let Some(c) = self.next() else { return self.err(Problem::UnterminatedExpression) };
             if c == d {
                 return Ok(());
             } else if c == '\\' {
                 if self.next().is_none() {
-                    return self.err("unterminated expression");
+                    return self.err(Problem::UnterminatedExpression);
                 }
             } else if c == '\n' && regex {
-                return self.err("newline in a regular expression");
+                return self.err(Problem::NewlineInRegex);
             } else if c == '[' && regex {
                 self.bracket()?;
             }
@@ -277,14 +333,14 @@ impl Reader {
             self.i += 1;
         }
         loop {
-            let Some(c) = self.next() else { return self.err("unterminated `[`") };
+            let Some(c) = self.next() else { return self.err(Problem::UnterminatedBracket) };
             match c {
                 ']' => return Ok(()),
                 '[' if matches!(self.peek(), Some(':' | '.' | '=')) => {
                     // `[:alpha:]`, `[.x.]`, `[=x=]`: up to the matching `:]`, `.]`, `=]`.
                     let kind = self.next().unwrap_or(':');
                     loop {
-                        let Some(c) = self.next() else { return self.err("unterminated `[`") };
+                        let Some(c) = self.next() else { return self.err(Problem::UnterminatedBracket) };
                         if c == kind && self.peek() == Some(']') {
                             self.i += 1;
                             break;
@@ -328,7 +384,7 @@ impl Reader {
         self.blanks();
         let name = self.rest_of_line();
         if name.is_empty() {
-            return self.err("missing file name");
+            return self.err(Problem::MissingFileName);
         }
         Ok(name)
     }
@@ -379,7 +435,7 @@ impl Reader {
                 self.i += 1;
                 Ok(())
             }
-            Some(_) => self.err("extra characters after command"),
+            Some(_) => self.err(Problem::ExtraCharacters),
         }
     }
 }
@@ -399,6 +455,24 @@ mod tests {
 
     fn e(commands: &[&str]) -> Effects {
         Effects { runs: commands.iter().map(|c| c.to_string()).collect(), ..Effects::default() }
+    }
+
+    #[test]
+    fn errors_name_the_problem_and_where() {
+        for (script, what, at) in [
+            ("1", Problem::MissingCommand, 1),
+            ("}", Problem::UnexpectedClose, 1),
+            ("1}", Problem::AddressOnClose, 2),
+            ("{p", Problem::UnmatchedOpen, 2),
+            ("k", Problem::UnknownCommand, 0),
+            ("s/a", Problem::UnterminatedExpression, 3),
+            ("w", Problem::MissingFileName, 1),
+        ] {
+            let e = read(script).unwrap_err();
+            assert_eq!((e.what, e.at), (what, at), "`{script}`: {e}");
+        }
+        let e = read("k").unwrap_err();
+        assert_eq!(e.to_string(), "unknown command at character 1");
     }
 
     #[test]

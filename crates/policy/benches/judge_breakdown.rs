@@ -2,13 +2,12 @@
 //! (`pinfold_shell::parse`), judging the parsed tree, and the whole `Policy::judge`, against
 //! the same generated 1,000-rule policy.
 //!
-//! `cargo run --release -p pinfold-policy --example judge_breakdown [-- FILTER]`
+//! `cargo bench -p pinfold-policy --bench judge_breakdown [-- FILTER]`
 //!
 //! Each figure is the median of 15 batches of 2,000 calls (dropping the result included), so a
 //! noisy moment of the machine moves one batch, not the answer. Criterion (`--bench judge`)
 //! remains the reference; this says which part to look at.
 
-#[path = "../benches/common/mod.rs"]
 mod common;
 
 use std::path::Path;
@@ -26,7 +25,8 @@ fn median(mut times: Vec<Duration>) -> Duration {
 }
 
 fn main() {
-    let filter = std::env::args().nth(1);
+    // `cargo bench` adds `--bench` to the arguments; the filter is the other one.
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with("--"));
     let policy =
         Policy::new(load_str("big.toml", &common::generate(1000), Format::Toml, &common::opts()).unwrap()).unwrap();
     let cwd = Path::new("/work/project");
