@@ -217,6 +217,7 @@ mod tests {
     fn a_crash_an_abort_and_a_hang_are_reported() {
         // A stack overflow: SIGSEGV in pinfold, which starts without std's handler; the test
         // harness has it, and it aborts.
+        #[allow(unconditional_recursion)]
         fn deep(n: u64) -> u64 {
             let a = [n; 64];
             std::hint::black_box(&a);
