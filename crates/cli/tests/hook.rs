@@ -187,7 +187,7 @@ fn now() -> u64 {
 
 /// A policy of two rules: `sandboxed` runs under the `readonly` preset, `plain` without a
 /// sandbox (the examples of docs/hooks.md use `wc` and `cat`, each way round).
-fn issue_policy(w: &World, sandboxed: &str, plain: &str) {
+fn two_rule_policy(w: &World, sandboxed: &str, plain: &str) {
     w.put(
         "pinfold.toml",
         &format!(
@@ -310,7 +310,7 @@ fn fail_closed() {
 #[test]
 fn issue_examples_exactly() {
     let w = World::new();
-    issue_policy(&w, "wc", "cat");
+    two_rule_policy(&w, "wc", "cat");
     let (d, _, c) = w.bash("cat notes.txt > out.json | wc -l");
     assert_eq!(d, "allow");
     assert_eq!(
@@ -318,7 +318,7 @@ fn issue_examples_exactly() {
         "cat notes.txt > out.json | PINFOLD_HOOK_ORIGIN=<token> pinfold exec --sandbox readonly -- 'wc -l'"
     );
     let w = World::new();
-    issue_policy(&w, "cat", "wc");
+    two_rule_policy(&w, "cat", "wc");
     let (d, _, c) = w.bash("cat < secret.txt | wc -l");
     assert_eq!(d, "allow");
     assert_eq!(

@@ -378,7 +378,8 @@ async fn ports_are_limited() {
 }
 
 /// Run `body` on a tokio runtime whose threads are all in a network namespace of the test's own
-/// (see `pinfold_test_support::netns`): what the proxy connects to there is the test's, whatever it is.
+/// (see `pinfold_test_support::netns`): what the proxy connects to there is the test's,
+/// whatever it is.
 fn in_test_net(body: impl std::future::Future<Output = ()>) {
     let _net = netns::TestNet::enter();
     tokio::runtime::Builder::new_multi_thread()
