@@ -27,10 +27,10 @@ rustc -O -C target-feature=+crt-static --target x86_64-unknown-linux-gnu -o "$wo
 cp "$work/bare.linked" "$work/bare"
 cp "$work/bare-static.linked" "$work/bare-static"
 
-# Timed from copies. The file the linker just wrote took 166 page faults and 1.53 ms per
-# `check`, a `cp` of the same bytes 146 and 1.17 ms, in the same hyperfine rounds
-# (2026-11-29 16:34; presumably how the linker's writes left its pages in the page cache):
-# timing target/ directly made a fresh build look slower than an older, copied one.
+# Timed from copies. The file the linker just wrote takes about 20 more page faults per
+# `check` than a `cp` of the same bytes (how the linker's writes leave its pages in the page
+# cache): timing target/ directly makes a fresh build look slower than an older, copied one
+# (docs/performance.md, "Timing a copy").
 cp target/x86_64-unknown-linux-gnu/release/pinfold "$work/pinfold"
 cp target/dynamic/x86_64-unknown-linux-gnu/release/pinfold "$work/pinfold-dynamic"
 sta=$work/pinfold

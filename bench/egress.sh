@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The egress proxy's speed against going direct (issue 6), side by side on loopback:
+# The egress proxy's speed against going direct, side by side on loopback:
 #   1. throughput of one large HTTPS download through a CONNECT tunnel against the same
 #      download direct (target: >= 80 %);
 #   2. time to first byte added by the proxy: CONNECT + TLS against direct TLS, and plain

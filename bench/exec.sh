@@ -22,15 +22,15 @@ trap 'rm -rf "$work"' EXIT
 cargo build -q --release -p pinfold
 # Timed from a copy, like bench/check.sh does: the file the linker just wrote takes more page
 # faults per run than a copy of it, and a copy made an hour earlier more again once builds have
-# pushed its pages out of the page cache (docs/benchmarks.md, session 4).
+# pushed its pages out of the page cache (docs/performance.md, "Timing a copy").
 cp target/x86_64-unknown-linux-gnu/release/pinfold "$work/pinfold"
 bin=$work/pinfold
 mkdir -p "$work/project"
 export PINFOLD_CACHE_DIR="$work/cache" PINFOLD_STATE_DIR="$work/state"
-# The default policy with the audit ledger off, to show what recording exec_start and
-# exec_end (each fdatasync'ed) adds.
+# The default policy with the audit ledger off, to show what recording exec_start (synced)
+# and exec_end adds.
 printf "extends = ['pinfold:default']\n[audit]\nenabled = false\n" > "$work/no-ledger.toml"
-# The same with a host allowlist: the network through the egress proxy (issue 6: exec with an
+# The same with a host allowlist: the network through the egress proxy (a run with an
 # allowlist must start within 10 ms of one without). The proxy starts, the sandbox makes its
 # listener and hands it out; `true` makes no connection.
 cat > "$work/proxy.toml" <<'TOML'

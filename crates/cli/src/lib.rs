@@ -163,7 +163,7 @@ pub fn run_main() -> std::convert::Infallible {
         pinfold_sandbox::helper_main(&raw[2..]);
     }
     // `check` runs before every command an agent runs: its usual argv is read here without
-    // building clap's command tree, about a fifth of a whole `check` (docs/benchmarks.md).
+    // building clap's command tree, about a fifth of a whole `check` (docs/performance.md).
     // Anything else, help and every error included, is clap's to parse and to word.
     // `exec` likewise, for the forms the agent hooks write (`exec --sandbox P -- TEXT`).
     let args = raw.get(1..).unwrap_or_default();

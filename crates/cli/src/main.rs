@@ -7,7 +7,7 @@
 /// on every run reads and parses `/proc/self/maps` (glibc's `pthread_getattr_np`) to place a
 /// guard page under the main thread's stack, and installs stack-overflow handlers with an
 /// alternate signal stack: 41K instructions and a dozen system calls of a `check` that takes
-/// about 0.5 ms above a bare process (docs/benchmarks.md). What pinfold needs of that
+/// about 0.5 ms above a bare process (docs/performance.md). What pinfold needs of that
 /// start-up it does here: descriptors 0–2 open (on `/dev/null` when closed, so that no file
 /// pinfold opens lands on them), SIGPIPE ignored (a closed pipe is an error to report, as with
 /// std), and a panic ending the process with status 101, as std does. `std::env::args` works

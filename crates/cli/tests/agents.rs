@@ -4,17 +4,18 @@
 //!
 //! Each test runs the real binary in its own temporary world. Snapshots redact the temporary
 //! directory (`[TMP]`), the binary's path (`pinfold`) and tokens (`<token>`). Update them with
-//! `INSTA_UPDATE=always cargo test -p pinfold --test agents`, then read every changed `.snap`.
+//! `INSTA_UPDATE=always cargo test -p pinfold --test integration agents::`, then read every
+//! changed `.snap`.
 
 use std::fs;
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use insta::assert_snapshot;
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_pinfold");
+use crate::support::hook::{Out, output, temp_project};
+use crate::support::{AGENTS, BIN};
 
 struct World {
     _dir: tempfile::TempDir,
@@ -23,22 +24,10 @@ struct World {
     proj: PathBuf,
 }
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 impl World {
     fn new() -> World {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let root = dir.path().canonicalize().unwrap();
-        let home = root.join("home");
-        let proj = root.join("proj");
-        fs::create_dir_all(home.join(".config")).unwrap();
-        fs::create_dir_all(proj.join(".git/hooks")).unwrap();
-        fs::write(proj.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
-        World { _dir: dir, root, home, proj }
+        let (dir, root) = temp_project();
+        World { _dir: dir, home: root.join("home"), proj: root.join("proj"), root }
     }
 
     fn put(&self, rel: &str, text: &str) -> PathBuf {
@@ -72,28 +61,7 @@ impl World {
             .env_remove("CODEX_HOME")
             .env_remove("COPILOT_HOME")
             .env_remove("PINFOLD_HOOK_ORIGIN");
-        c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        // A binary this test process just copied may still be open for writing in a child
-        // another test thread is forking (until that child's exec closes it): exec then
-        // fails with ETXTBSY for a moment.
-        let mut tries = 0;
-        let mut child = loop {
-            match c.spawn() {
-                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 50 => {
-                    tries += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                }
-                r => break r.expect("spawn"),
-            }
-        };
-        let mut si = child.stdin.take().unwrap();
-        let data = stdin.to_vec();
-        let w = std::thread::spawn(move || {
-            let _ = si.write_all(&data);
-        });
-        let o = child.wait_with_output().expect("wait");
-        let _ = w.join();
-        Out { code: o.status.code().expect("an exit code"), stdout: String::from_utf8(o.stdout).unwrap(), stderr: String::from_utf8(o.stderr).unwrap() }
+        output(c, stdin)
     }
 
     fn hook(&self, agent: &str, payload: &Value) -> Out {
@@ -640,10 +608,9 @@ fn init_refuses_invalid_json_and_detects_agents() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The installed command line fails closed (issue 14)
+// The installed command line fails closed
 // ---------------------------------------------------------------------------------------------
 
-const AGENTS: [&str; 5] = ["claude-code", "codex", "gemini", "cursor", "copilot"];
 
 /// Where each agent's project settings file keeps pinfold's command.
 fn installed_command(w: &World, agent: &str) -> String {

@@ -6,8 +6,8 @@
 //! (insta, `tests/snapshots/`) after machine-specific paths are redacted: the home directory
 //! becomes `[HOME]`, the rest of the temporary directory `[TMP]`.
 //!
-//! Update snapshots with `INSTA_UPDATE=always cargo test -p pinfold --test cli` (or
-//! `cargo insta review`), then read every changed `.snap` file before committing it.
+//! Update snapshots with `INSTA_UPDATE=always cargo test -p pinfold --test integration cli::`
+//! (or `cargo insta review`), then read every changed `.snap` file before committing it.
 
 use std::fs;
 use std::path::{Path, PathBuf};

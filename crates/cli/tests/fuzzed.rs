@@ -8,7 +8,8 @@ use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_pinfold");
+use crate::support::BIN;
+use crate::support::hook::temp_project;
 
 /// A home, a state directory and a project (with `.git`) in a temporary directory.
 struct World {
@@ -19,13 +20,8 @@ struct World {
 
 impl World {
     fn new() -> World {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let root = dir.path().canonicalize().unwrap();
-        let proj = root.join("proj");
-        fs::create_dir_all(root.join("home/.config")).unwrap();
-        fs::create_dir_all(proj.join(".git/hooks")).unwrap();
-        fs::write(proj.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
-        World { _dir: dir, root, proj }
+        let (dir, root) = temp_project();
+        World { _dir: dir, proj: root.join("proj"), root }
     }
 
     /// `pinfold hook AGENT` with `payload` on stdin: exit status, stdout, stderr.

@@ -6,11 +6,10 @@
 //! (`[TMP]`), the binary's path (`pinfold`) and tokens (`<token>`). The end-to-end tests need a
 //! kernel that can run `pinfold exec` (CI runs them as root).
 //!
-//! Update snapshots with `INSTA_UPDATE=always cargo test -p pinfold --test hook`, then read
-//! every changed `.snap` file.
+//! Update snapshots with `INSTA_UPDATE=always cargo test -p pinfold --test integration hook::`,
+//! then read every changed `.snap` file.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -18,7 +17,8 @@ use hmac::{Hmac, KeyInit, Mac};
 use insta::assert_snapshot;
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_pinfold");
+use crate::support::BIN;
+use crate::support::hook::{Out, output, temp_project};
 
 struct World {
     _dir: tempfile::TempDir,
@@ -29,22 +29,12 @@ struct World {
     proj: PathBuf,
 }
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 impl World {
     fn new() -> World {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let root = dir.path().canonicalize().unwrap();
+        let (dir, root) = temp_project();
         let home = root.join("home");
         let state = root.join("state");
         let proj = root.join("proj");
-        fs::create_dir_all(home.join(".config")).unwrap();
-        fs::create_dir_all(proj.join(".git/hooks")).unwrap();
-        fs::write(proj.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
         fs::create_dir_all(proj.join(".git/objects")).unwrap();
         fs::create_dir_all(proj.join(".git/refs")).unwrap();
         World { _dir: dir, root, home, state, proj }
@@ -70,21 +60,7 @@ impl World {
 
     fn run(&self, mut c: Command, stdin: &[u8]) -> Out {
         self.env(&mut c);
-        c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = c.spawn().expect("spawn");
-        let mut si = child.stdin.take().unwrap();
-        let data = stdin.to_vec();
-        // The hook stops reading at its limit: a refused write is expected then.
-        let w = std::thread::spawn(move || {
-            let _ = si.write_all(&data);
-        });
-        let o = child.wait_with_output().expect("wait");
-        let _ = w.join();
-        Out {
-            code: o.status.code().expect("an exit code"),
-            stdout: String::from_utf8(o.stdout).unwrap(),
-            stderr: String::from_utf8(o.stderr).unwrap(),
-        }
+        output(c, stdin)
     }
 
     fn hook_raw(&self, stdin: &[u8]) -> Out {
@@ -209,8 +185,9 @@ fn now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
 }
 
-/// The issue's policy: `wc` sandboxed under `readonly`, `cat` unsandboxed (or the other way).
-fn issue_policy(w: &World, sandboxed: &str, plain: &str) {
+/// A policy of two rules: `sandboxed` runs under the `readonly` preset, `plain` without a
+/// sandbox (the examples of docs/hooks.md use `wc` and `cat`, each way round).
+fn two_rule_policy(w: &World, sandboxed: &str, plain: &str) {
     w.put(
         "pinfold.toml",
         &format!(
@@ -333,7 +310,7 @@ fn fail_closed() {
 #[test]
 fn issue_examples_exactly() {
     let w = World::new();
-    issue_policy(&w, "wc", "cat");
+    two_rule_policy(&w, "wc", "cat");
     let (d, _, c) = w.bash("cat notes.txt > out.json | wc -l");
     assert_eq!(d, "allow");
     assert_eq!(
@@ -341,7 +318,7 @@ fn issue_examples_exactly() {
         "cat notes.txt > out.json | PINFOLD_HOOK_ORIGIN=<token> pinfold exec --sandbox readonly -- 'wc -l'"
     );
     let w = World::new();
-    issue_policy(&w, "cat", "wc");
+    two_rule_policy(&w, "cat", "wc");
     let (d, _, c) = w.bash("cat < secret.txt | wc -l");
     assert_eq!(d, "allow");
     assert_eq!(

@@ -10,7 +10,8 @@ use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_pinfold");
+use crate::support::BIN;
+use crate::support::hook::{Out, temp_project};
 
 struct World {
     _dir: tempfile::TempDir,
@@ -22,21 +23,11 @@ struct World {
     env: Vec<(String, String)>,
 }
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 impl World {
     fn new() -> World {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let root = dir.path().canonicalize().unwrap();
+        let (dir, root) = temp_project();
         let home = root.join("home");
         let proj = root.join("proj");
-        fs::create_dir_all(home.join(".config")).unwrap();
-        fs::create_dir_all(proj.join(".git/hooks")).unwrap();
-        fs::write(proj.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
         let state = root.join("xdg-state/pinfold");
         World { _dir: dir, root, home, state, proj, env: Vec::new() }
     }

@@ -1,4 +1,4 @@
-//! Findings of the outside red team, each kept as a test that tries the attack again.
+//! Attacks on the hooks and their file-tool checks, each tried end to end.
 //!
 //! Each test runs the real binary in its own temporary world and, where the attack aimed at
 //! running code outside the sandbox, runs the hook's answer exactly as the agent would
@@ -6,12 +6,13 @@
 
 use std::fs;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_pinfold");
+use crate::support::BIN;
+use crate::support::hook::shell_payload;
 
 struct World {
     _dir: tempfile::TempDir,
@@ -72,17 +73,6 @@ impl World {
     }
 }
 
-/// Each agent's payload for a shell command run in `cwd`.
-fn shell_payload(agent: &str, command: &str, cwd: &Path) -> Value {
-    match agent {
-        "claude-code" | "codex" => json!({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": command}, "cwd": cwd}),
-        "gemini" => json!({"session_id": "s", "hook_event_name": "BeforeTool", "tool_name": "run_shell_command", "tool_input": {"command": command}, "cwd": cwd}),
-        "cursor" => json!({"conversation_id": "s", "hook_event_name": "beforeShellExecution", "command": command, "cwd": cwd}),
-        "copilot" => json!({"toolName": "bash", "toolArgs": json!({"command": command}).to_string(), "cwd": cwd}),
-        _ => unreachable!(),
-    }
-}
-
 /// The decision and, when the agent would run something, the command it runs.
 fn answer(agent: &str, code: i32, stdout: &str, original: &str) -> (String, Option<String>) {
     if code == 2 {
@@ -104,10 +94,10 @@ fn answer(agent: &str, code: i32, stdout: &str, original: &str) -> (String, Opti
     (d, runs)
 }
 
-/// F1 and F5: text that bash and pinfold's parser read differently (a `#` bash reads inside
-/// a word, a carriage return, a line continuation joined to a word, `$` before a newline, a
-/// heredoc delimiter made by a continuation). bash runs the part pinfold hid; the hook
-/// answered allow and left it in the agent's shell. Now: ask (it cannot be parsed), and
+/// Text that bash and pinfold's parser would read differently (a `#` bash reads inside a
+/// word, a carriage return, a line continuation joined to a word, `$` before a newline, a
+/// heredoc delimiter made by a continuation) is never allowed: bash would run, in the agent's
+/// own shell, a part the parser did not see. The hook asks (the text cannot be parsed), and
 /// whatever an agent runs of the answer writes nothing outside the project.
 #[test]
 fn text_bash_reads_differently_is_never_allowed_and_runs_nothing_outside() {
@@ -148,10 +138,10 @@ fn text_bash_reads_differently_is_never_allowed_and_runs_nothing_outside() {
     }
 }
 
-/// F6: a working directory the model chooses for one call (Gemini CLI's `dir_path`, Cursor's
-/// `tool_input.cwd`) became that call's project: `"/"` made the sandbox write the whole file
-/// system, and a Write with `tool_input.cwd` set to a directory outside let the file tool
-/// write there. Outside the session's workspace it is refused; inside it works as before.
+/// A working directory the model chooses for one call (Gemini CLI's `dir_path`, Cursor's
+/// `tool_input.cwd`) does not become that call's project: `"/"` would let the sandbox write the
+/// whole file system, and a Write with `tool_input.cwd` outside would let the file tool write
+/// there. Outside the session's workspace it is refused; inside it works.
 #[test]
 fn a_model_chosen_directory_outside_the_workspace_is_refused() {
     let w = World::new();
@@ -187,9 +177,8 @@ fn a_model_chosen_directory_outside_the_workspace_is_refused() {
     assert_eq!(v["permission"], "allow", "{v}");
 }
 
-/// F7: file tools whose call held several path keys were checked on the first one only
-/// (Cursor `file_path` before `target_file`, Gemini `file_path` before `absolute_path`):
-/// every path key a call holds is checked now.
+/// A file tool's call holding several path keys (Cursor `file_path` and `target_file`, Gemini
+/// `file_path` and `absolute_path`) has every one checked, not only the first.
 #[test]
 fn every_path_key_of_a_file_tool_is_checked() {
     let w = World::new();
@@ -222,8 +211,8 @@ fn every_path_key_of_a_file_tool_is_checked() {
     assert_eq!(v["decision"], "deny", "{v}");
 }
 
-/// F8: Codex trims each apply_patch line before reading a header; pinfold did not, so an
-/// indented `*** Add File: .git/hooks/pre-commit` was applied by Codex and unchecked here.
+/// Codex trims each apply_patch line before reading a header, and so does pinfold: an
+/// indented `*** Add File: .git/hooks/pre-commit`, which Codex applies, is checked.
 #[test]
 fn indented_apply_patch_headers_are_checked() {
     let w = World::new();
@@ -240,9 +229,10 @@ fn indented_apply_patch_headers_are_checked() {
     }
 }
 
-/// F9: the file-tool checks applied `..` before following a symlink (`link/../x` is the
-/// parent of the link's *target*), and did not follow a symlink whose target does not exist
-/// (a write through it creates the target): both reached home from inside the project.
+/// The file-tool checks resolve a path as the kernel does: a symlink is followed before `..`
+/// applies (`link/../x` is the parent of the link's *target*), and a symlink whose target does
+/// not exist is followed too (a write through it creates the target). Either mistake would
+/// let a path inside the project reach home.
 #[test]
 fn file_tool_paths_resolve_as_the_kernel_does() {
     let w = World::new();
@@ -271,9 +261,9 @@ fn file_tool_paths_resolve_as_the_kernel_does() {
     assert_eq!(claude("Write", json!({"file_path": w.proj.join("plink/../notes2.txt"), "content": "x"})), Value::Null);
 }
 
-/// F4 (doctor's part): doctor said "every installed hook guards its agent" while the settings
-/// around pinfold's own entries made the agent skip it: Claude Code's `disableAllHooks`, a
-/// matcher that selects no shell tool, a Copilot timeout shorter than pinfold may take.
+/// doctor does not say "every installed hook guards its agent" when the settings around
+/// pinfold's own entries make the agent skip it: Claude Code's `disableAllHooks`, a matcher
+/// that selects no shell tool, a Copilot timeout shorter than pinfold may take.
 #[test]
 fn doctor_sees_settings_that_switch_the_hook_off() {
     let w = World::new();

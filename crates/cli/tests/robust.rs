@@ -13,10 +13,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_pinfold");
-const AGENTS: [&str; 5] = ["claude-code", "codex", "gemini", "cursor", "copilot"];
+use crate::support::hook::{Out, shell_payload, temp_project};
+use crate::support::{AGENTS, BIN};
 
 struct World {
     _dir: tempfile::TempDir,
@@ -24,21 +24,10 @@ struct World {
     proj: PathBuf,
 }
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 impl World {
     fn new() -> World {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let root = dir.path().canonicalize().unwrap();
-        let proj = root.join("proj");
-        fs::create_dir_all(root.join("home/.config")).unwrap();
-        fs::create_dir_all(proj.join(".git/hooks")).unwrap();
-        fs::write(proj.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
-        World { _dir: dir, root, proj }
+        let (dir, root) = temp_project();
+        World { _dir: dir, proj: root.join("proj"), root }
     }
 
     fn command(&self, args: &[&str]) -> Command {
@@ -91,18 +80,6 @@ impl World {
     }
 }
 
-/// Each agent's payload for a shell command run in `cwd`.
-fn shell_payload(agent: &str, command: &str, cwd: &std::path::Path) -> Value {
-    match agent {
-        "claude-code" => json!({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": command}, "cwd": cwd}),
-        "codex" => json!({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": command}, "cwd": cwd}),
-        "gemini" => json!({"session_id": "s", "hook_event_name": "BeforeTool", "tool_name": "run_shell_command", "tool_input": {"command": command}, "cwd": cwd}),
-        "cursor" => json!({"conversation_id": "s", "hook_event_name": "beforeShellExecution", "command": command, "cwd": cwd}),
-        "copilot" => json!({"toolName": "bash", "toolArgs": json!({"command": command}).to_string(), "cwd": cwd}),
-        _ => unreachable!(),
-    }
-}
-
 /// The decision an agent reads from `o`: "allow", "ask", "deny", or "block" for a failure its
 /// protocol blocks. Panics on anything the agent would read as a non-blocking failure.
 fn decision(agent: &str, o: &Out) -> String {
@@ -129,7 +106,7 @@ fn blocks(agent: &str, d: &str) -> bool {
 }
 
 // -------------------------------------------------------------------------------------------
-// Item 1: a command of tens of thousands of arguments
+// a command of tens of thousands of arguments
 // -------------------------------------------------------------------------------------------
 
 #[test]
@@ -160,7 +137,7 @@ fn a_command_of_tens_of_thousands_of_arguments_is_judged_at_every_entry_point() 
 }
 
 // -------------------------------------------------------------------------------------------
-// Item 2: many commands in one call
+// many commands in one call
 // -------------------------------------------------------------------------------------------
 
 /// 100,000 lines of `true` (600 KB of JSON) took 110 s when the rewrite compared every pair
@@ -190,7 +167,7 @@ fn a_hundred_thousand_commands_get_an_answer_in_time() {
 }
 
 // -------------------------------------------------------------------------------------------
-// Item 5: a worker that dies or hangs
+// a worker that dies or hangs
 // -------------------------------------------------------------------------------------------
 
 /// The worker the hook forked, once it exists.
@@ -298,7 +275,7 @@ fn a_killed_worker_is_recorded() {
 }
 
 // -------------------------------------------------------------------------------------------
-// Item 3: code hidden in compound-command headers
+// code hidden in compound-command headers
 // -------------------------------------------------------------------------------------------
 
 /// Headers that assign a variable and evaluate it as code: run directly by bash they write

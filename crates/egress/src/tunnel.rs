@@ -89,7 +89,7 @@ impl Proxy {
 
 /// Bytes a tunnel moves per read and write, each way. `tokio::io::copy` moves 8 KiB at a
 /// time: a recv and a send per 8 KiB, whose per-call cost is a large share of the proxy's CPU on a
-/// fast link (docs/benchmarks.md, egress). 64 KiB, one loopback segment, cuts the calls
+/// fast link (docs/performance.md, egress). 64 KiB, one loopback segment, cuts the calls
 /// eightfold; two buffers per tunnel, 128 MiB at the 1024-connection limit.
 const RELAY_BUF: usize = 64 * 1024;
 

@@ -1,7 +1,7 @@
 //! The proxy against real servers on loopback: a plain HTTP upstream, a TLS upstream with a
 //! test CA (rcgen), real `curl` and hand-written clients for what curl will not do. Special
 //! addresses (cloud metadata, private) are the test's own, in a network namespace it makes
-//! (`support/netns.rs`).
+//! (`pinfold_test_support::netns`).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -18,11 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-/// Helpers shared with other test binaries, in `tests/support/`.
-mod support {
-    pub mod netns;
-}
-use support::netns;
+use pinfold_test_support::netns;
 
 const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
@@ -382,7 +378,8 @@ async fn ports_are_limited() {
 }
 
 /// Run `body` on a tokio runtime whose threads are all in a network namespace of the test's own
-/// (see `support/netns.rs`): what the proxy connects to there is the test's, whatever it is.
+/// (see `pinfold_test_support::netns`): what the proxy connects to there is the test's,
+/// whatever it is.
 fn in_test_net(body: impl std::future::Future<Output = ()>) {
     let _net = netns::TestNet::enter();
     tokio::runtime::Builder::new_multi_thread()

@@ -1,4 +1,4 @@
-//! Append (with and without fsync) and verify throughput. Numbers in docs/benchmarks.md.
+//! Append (with and without fsync) and verify throughput. Numbers in docs/performance.md.
 //!
 //! cargo bench -p pinfold-ledger --bench ledger
 

@@ -117,7 +117,7 @@ fn tmpfs_dir() -> tempfile::TempDir {
         .unwrap_or_else(|e| panic!("the kill loop needs a tmpfs directory ({}: {e}); set LEDGER_TEST_TMPFS", base.display()))
 }
 
-/// The loop of 200: a writer killed with SIGKILL at a random point, then verify and
+/// A loop of 200 crashes: a writer killed with SIGKILL at a random point, then verify and
 /// repair. Every 2 kills start a fresh ledger (so the loop stays fast; within a pair a repair
 /// meets an earlier one). The ledger rotates at 128 KiB and takes a checkpoint every 10 ms;
 /// after a small first record the writer's records are 16–48 KiB (128–384 KiB for the kills

@@ -83,7 +83,7 @@ fn hash_bytes(b: &[u8]) -> u64 {
 /// The hash of cache keys and of the files an entry depends on: 64 bits over the full
 /// content, 16 bytes per step (a multiply folded to 64 bits, then mixed into a state that no
 /// block can reset). It replaced SipHash, which spent a tenth of a whole `check` on a
-/// 45 KB policy file (docs/benchmarks.md). Like SipHash with its fixed public keys before it,
+/// 45 KB policy file (docs/performance.md). Like SipHash with its fixed public keys before it,
 /// it is no defence against someone crafting a collision: whoever can write the policy files
 /// or the cache decides the verdicts anyway. The `key_hash` benchmark (benches/judge.rs)
 /// times both over a 1,000-rule policy file; keep this only while it wins there.

@@ -51,7 +51,7 @@ fn judge_on_small_stack(cases: Vec<(String, Action)>) {
 fn a_command_of_tens_of_thousands_of_arguments_is_judged() {
     let n = 40_000;
     judge_on_small_stack(vec![
-        // A deny rule with `*` still matches with the flags repeated (issue 14's crash).
+        // A deny rule with `*` still matches with the flags repeated thousands of times, without a crash.
         (format!("rm -rf ~ {}", "-f ".repeat(n)), Action::Deny),
         (format!("rm {} -rf /", "-f ".repeat(n)), Action::Deny),
         // Allowed plain arguments stay allowed.

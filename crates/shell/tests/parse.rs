@@ -389,7 +389,7 @@ const TABLE: &[Row] = &[
         "echo after",
     ])),
     ("cat <<A; cat <<B\na\nA\nb\nB", None), // syntax error near byte 13: unexpected `<<`
-    // Where bash and tree-sitter-bash read the text differently (red team, issue 14): bash
+    // Where bash and tree-sitter-bash read the text differently: bash
     // runs `touch x`, the parser hides it in a comment, a word or a heredoc.
     ("cat f\r# ; touch x", None), // a carriage return bash reads as part of a word
     ("cat f\\\n# ; touch x", None), // a `#` joined to `f` by a line continuation

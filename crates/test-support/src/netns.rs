@@ -16,9 +16,7 @@
 //! `CAP_SYS_ADMIN` (the test suites run as root) and the `ip` command (iproute2).
 //!
 //! `.ci/check-test-addresses` accepts these addresses only in this file and in files that
-//! include it (`mod netns`); everywhere else test code names loopback or reserved names.
-
-#![allow(dead_code)]
+//! use it (`netns::`); everywhere else test code names loopback or reserved names.
 
 use std::fs::File;
 use std::marker::PhantomData;
