@@ -58,7 +58,7 @@ use pinfold_shell::{CommandKind, Context, SimpleCommand};
 pub const STATE_BUILTINS: &[&str] = &[
     "cd", "export", "source", ".", "eval", "exec", "set", "shift", "unset", "readonly", "local", "declare", "typeset",
     "alias", "unalias", "trap", "read", "umask", "ulimit", "shopt", "pushd", "popd",
-    // Beyond the list: control flow, job control and other builtins that assign.
+    // Besides expansions: control flow, job control and other builtins that assign.
     "let", "mapfile", "readarray", "getopts", "hash", "exit", "return", "break", "continue", "wait", "jobs", "fg",
     "bg", "disown", "command", "builtin", "enable", "logout", "suspend", "dirs",
 ];
