@@ -83,7 +83,7 @@ impl Recorder {
             // Very short values would redact ordinary text everywhere (`1`, `yes`).
             .filter(|v| v.len() >= 4)
             .collect();
-        let ledger = Ledger::open(&dir).map_err(failed)?.with_secrets(secrets);
+        let ledger = Ledger::open(dir).map_err(failed)?.with_secrets(secrets);
         Ok(Recorder { ledger: Some(ledger), session, sync })
     }
 
