@@ -102,10 +102,10 @@ struct Filter {
     limit: Option<usize>,
 }
 
-pub fn run(args: AuditArgs) -> Result<i32, Error> {
+pub fn run(args: AuditArgs, dirs: &pinfold_plan::Dirs) -> Result<i32, Error> {
     let dir = match args.state_dir {
         Some(d) => d,
-        None => pinfold_ledger::state_dir().map_err(|e| Error::new(e.to_string()))?,
+        None => dirs.ledger_dir().map_err(|e| Error::new(e.to_string()))?.to_path_buf(),
     };
     let ledger_err = |e: pinfold_ledger::Error| {
         let mut out = Error::new(e.to_string());

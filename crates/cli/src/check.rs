@@ -2,15 +2,16 @@
 
 use std::io::{Read, Write};
 
+use pinfold_plan::record::{self, JsonJudgement, Recorder};
+use pinfold_plan::Dirs;
 use pinfold_policy::config::Action;
 use pinfold_policy::Judgement;
-use serde::Serialize;
 
 use crate::anyhow_lite::Error;
 use crate::exit;
 use crate::CheckArgs;
 
-pub fn run(args: CheckArgs) -> Result<i32, Error> {
+pub fn run(args: CheckArgs, dirs: &Dirs) -> Result<i32, Error> {
     let text = match args.command.len() {
         0 => {
             let mut s = String::new();
@@ -22,15 +23,15 @@ pub fn run(args: CheckArgs) -> Result<i32, Error> {
         1 => args.command[0].clone(),
         _ => pinfold_shell::join(&args.command),
     };
-    let policy = crate::load_policy(args.config.as_deref(), args.cwd.as_deref(), true)?;
+    let policy = crate::load_policy(args.config.as_deref(), args.cwd.as_deref(), true, dirs)?;
     let cwd = match &args.cwd {
         Some(d) => crate::absolute(d)?,
         None => std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?,
     };
     let j = policy.judge(&text, &cwd);
     // Recorded before the verdict is given: a verdict that cannot be recorded is not given.
-    let recorder = crate::record::Recorder::open(&policy.config().audit)?;
-    let mut data = crate::record::judgement(&j);
+    let recorder = Recorder::open(&policy.config().audit, dirs)?;
+    let mut data = record::judgement(&j);
     data["command"] = text.as_str().into();
     data["cwd"] = cwd.display().to_string().into();
     recorder.record("check", data)?;
@@ -58,62 +59,6 @@ fn code(a: Action) -> i32 {
         Action::Allow => exit::OK,
         Action::Ask => exit::ASK,
         Action::Deny => exit::DENY,
-    }
-}
-
-/// The `--json` shape, exactly as documented.
-#[derive(Serialize)]
-pub(crate) struct JsonJudgement<'a> {
-    decision: Action,
-    reason: &'a str,
-    commands: Vec<JsonCommand<'a>>,
-    sandbox: Option<&'a str>,
-}
-
-#[derive(Serialize)]
-struct JsonCommand<'a> {
-    text: &'a str,
-    start: usize,
-    end: usize,
-    decision: Action,
-    rules: Vec<JsonRule<'a>>,
-    sandbox: Option<&'a str>,
-}
-
-#[derive(Serialize)]
-struct JsonRule<'a> {
-    action: Action,
-    pattern: &'a str,
-    source: String,
-}
-
-impl<'a> From<&'a Judgement> for JsonJudgement<'a> {
-    fn from(j: &'a Judgement) -> Self {
-        JsonJudgement {
-            decision: j.decision,
-            reason: &j.reason,
-            commands: j
-                .commands
-                .iter()
-                .map(|c| JsonCommand {
-                    text: &c.text,
-                    start: c.span.start,
-                    end: c.span.end,
-                    decision: c.decision,
-                    rules: c
-                        .rules
-                        .iter()
-                        .map(|r| JsonRule {
-                            action: r.action,
-                            pattern: &r.pattern,
-                            source: format!("{}:{}", r.source.file, r.source.line),
-                        })
-                        .collect(),
-                    sandbox: c.sandbox.as_deref(),
-                })
-                .collect(),
-            sandbox: j.sandbox.as_deref(),
-        }
     }
 }
 

@@ -9,7 +9,7 @@ pub const USAGE: i32 = 2;
 /// `exec`: the policy denied the command (or it needs confirmation, which exec cannot ask).
 pub const EXEC_DENIED: i32 = 126;
 /// `exec`: the sandbox could not be set up; nothing ran.
-pub const EXEC_SETUP: i32 = 125;
+pub const EXEC_SETUP: i32 = pinfold_plan::EXEC_SETUP;
 /// `check`: the command needs a person's confirmation.
 pub const ASK: i32 = 10;
 /// `check`: the command is denied.

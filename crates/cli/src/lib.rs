@@ -17,15 +17,14 @@ mod audit;
 mod check;
 mod exec;
 mod exit;
-mod git_guard;
 pub mod hook;
-mod record;
-mod trust;
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use clap::{Args, Parser, Subcommand};
+use pinfold_plan::{trust, Dirs};
 use pinfold_policy::config::{self, LoadOptions};
 use pinfold_policy::Policy;
 
@@ -171,7 +170,7 @@ pub fn run_main() -> std::convert::Infallible {
         .map(Command::Check)
         .or_else(|| quick_exec_args(args).map(Command::Exec))
         .unwrap_or_else(|| Cli::parse().command);
-    let code = match run(command) {
+    let code = match run(command, dirs()) {
         Ok(code) => code,
         Err(e) => {
             report(&e);
@@ -180,6 +179,13 @@ pub fn run_main() -> std::convert::Infallible {
     };
     let _ = std::io::stdout().flush();
     std::process::exit(code);
+}
+
+/// pinfold's own directories (and the home and XDG directories they come from): read from
+/// the environment once, on first use, then passed to whatever needs one.
+pub(crate) fn dirs() -> &'static Dirs {
+    static DIRS: OnceLock<Dirs> = OnceLock::new();
+    DIRS.get_or_init(Dirs::from_env)
 }
 
 /// Print an error for a person: headline, causes, hint.
@@ -297,24 +303,21 @@ fn quick_exec_args(args: &[String]) -> Option<exec::ExecArgs> {
     (!a.command.is_empty()).then_some(a)
 }
 
-fn run(command: Command) -> Result<i32, anyhow_lite::Error> {
+fn run(command: Command, dirs: &Dirs) -> Result<i32, anyhow_lite::Error> {
     match command {
-        Command::Check(args) => check::run(args),
-        Command::Exec(args) => exec::run(args),
-        Command::Doctor(args) => exec::doctor(args),
+        Command::Check(args) => check::run(args, dirs),
+        Command::Exec(args) => exec::run(args, dirs),
+        Command::Doctor(args) => exec::doctor(args, dirs),
         Command::Hook(args) => hook::run(args),
-        Command::Init(args) => hook::init::run(args),
+        Command::Init(args) => hook::init::run(args, dirs),
         Command::Import(args) => hook::import::run(args),
-        Command::Audit(args) => audit::run(args),
+        Command::Audit(args) => audit::run(args, dirs),
         Command::Trust(args) => {
             let files = if args.files.is_empty() {
                 let cwd = std::env::current_dir().map_err(|e| anyhow_lite::Error::new("cannot read the working directory").cause(e))?;
-                let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
-                let xdg = std::env::var_os("XDG_CONFIG_HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
-                let global = xdg.clone().or_else(|| home.as_ref().map(|h| h.join(".config"))).map(|d| d.join("pinfold"));
-                let opts = LoadOptions { explicit: None, cwd, home, xdg_config_home: xdg };
+                let opts = LoadOptions { explicit: None, cwd, home: dirs.home.clone(), xdg_config_home: dirs.xdg_config_home.clone() };
                 let (layers, _) = config::layer_files(&opts).map_err(anyhow_lite::Error::config)?;
-                let project: Vec<PathBuf> = layers.into_iter().filter(|f| !global.as_ref().is_some_and(|g| f.starts_with(g))).collect();
+                let project: Vec<PathBuf> = layers.into_iter().filter(|f| !dirs.config.as_ref().is_some_and(|g| f.starts_with(g))).collect();
                 if project.is_empty() {
                     return Err(anyhow_lite::Error::new("no project policy file here").hint("name the files to approve"));
                 }
@@ -322,14 +325,14 @@ fn run(command: Command) -> Result<i32, anyhow_lite::Error> {
             } else {
                 args.files
             };
-            for (path, hash) in trust::trust(&files)? {
+            for (path, hash) in trust::trust(&files, dirs)? {
                 println!("trusted {} (sha256 {})", path.display(), &hash[..16]);
             }
             Ok(exit::OK)
         }
         Command::Validate(args) => {
             let file = args.file.or(args.config);
-            let policy = load_policy(file.as_deref(), args.cwd.as_deref(), false)?;
+            let policy = load_policy(file.as_deref(), args.cwd.as_deref(), false, dirs)?;
             let c = policy.config();
             let n = |k: usize, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
             println!(
@@ -343,7 +346,7 @@ fn run(command: Command) -> Result<i32, anyhow_lite::Error> {
         }
         Command::Test(args) => {
             let file = args.file.or(args.config);
-            let policy = load_policy(file.as_deref(), args.cwd.as_deref(), false)?;
+            let policy = load_policy(file.as_deref(), args.cwd.as_deref(), false, dirs)?;
             let failures = policy.run_tests();
             let total = policy.test_count();
             for f in &failures {
@@ -368,25 +371,24 @@ fn run(command: Command) -> Result<i32, anyhow_lite::Error> {
 }
 
 /// Load and compile the policy: `file` alone (as `-c` or `validate FILE`), or the layers
-/// found from `cwd`.
+/// found from `cwd`; with `cached`, through the cache in `dirs.cache`.
 pub(crate) fn load_policy(
     file: Option<&std::path::Path>,
     cwd: Option<&std::path::Path>,
     cached: bool,
+    dirs: &Dirs,
 ) -> Result<Policy, anyhow_lite::Error> {
     let cwd = match cwd {
         Some(d) => absolute(d)?,
         None => std::env::current_dir().map_err(|e| anyhow_lite::Error::new("cannot read the working directory").cause(e))?,
     };
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
-    let xdg = std::env::var_os("XDG_CONFIG_HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
-    let opts = LoadOptions { explicit: file.map(PathBuf::from), cwd, home, xdg_config_home: xdg };
-    let global_dir = opts.xdg_config_home.clone().or_else(|| opts.home.as_ref().map(|h| h.join(".config"))).map(|d| d.join("pinfold"));
+    let opts = LoadOptions { explicit: file.map(PathBuf::from), cwd, home: dirs.home.clone(), xdg_config_home: dirs.xdg_config_home.clone() };
+    let global_dir = dirs.config.as_ref();
     let explicit = opts.explicit.is_some();
     let policy = 'load: {
         if cached {
-            if let Some(dir) = cache_dir() {
-                break 'load pinfold_policy::load_cached(&opts, &dir).map_err(|e| match e {
+            if let Some(dir) = &dirs.cache {
+                break 'load pinfold_policy::load_cached(&opts, dir).map_err(|e| match e {
                     pinfold_policy::LoadError::Config(c) => anyhow_lite::Error::config(c),
                     pinfold_policy::LoadError::Policy(p) => anyhow_lite::Error::policy(p),
                 })?;
@@ -402,24 +404,12 @@ pub(crate) fn load_policy(
             .config()
             .files
             .iter()
-            .filter(|f| !global_dir.as_ref().is_some_and(|g| f.starts_with(g)))
+            .filter(|f| !global_dir.is_some_and(|g| f.starts_with(g)))
             .cloned()
             .collect();
-        trust::check(&project)?;
+        trust::check(&project, dirs)?;
     }
     Ok(policy)
-}
-
-/// Where `check` caches loaded policies: `$PINFOLD_CACHE_DIR`, else
-/// `$XDG_CACHE_HOME/pinfold`, else `~/.cache/pinfold`. `PINFOLD_NO_CACHE=1` turns it off.
-pub(crate) fn cache_dir() -> Option<PathBuf> {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    if std::env::var_os("PINFOLD_NO_CACHE").is_some_and(|v| v != "0" && !v.is_empty()) {
-        return None;
-    }
-    var("PINFOLD_CACHE_DIR")
-        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("pinfold")))
-        .or_else(|| var("HOME").map(|h| h.join(".cache").join("pinfold")))
 }
 
 pub(crate) fn absolute(d: &std::path::Path) -> Result<PathBuf, anyhow_lite::Error> {
@@ -431,64 +421,9 @@ pub(crate) fn absolute(d: &std::path::Path) -> Result<PathBuf, anyhow_lite::Erro
     Ok(p)
 }
 
-/// A small error type for the CLI: headline, causes, hint.
+/// The CLI's error: headline, causes, hint (the plan's, which the CLI shares).
 mod anyhow_lite {
-    #[derive(Debug, Clone)]
-    pub struct Error {
-        pub headline: String,
-        pub causes: Vec<String>,
-        pub hint: Option<String>,
-    }
-
-    impl Error {
-        pub fn new(h: impl Into<String>) -> Error {
-            let h: String = h.into();
-            // Messages that carry their own `hint:` line keep it separate.
-            match h.split_once("\nhint: ") {
-                Some((head, hint)) => Error { headline: head.to_string(), causes: Vec::new(), hint: Some(hint.to_string()) },
-                None => Error { headline: h, causes: Vec::new(), hint: None },
-            }
-        }
-
-        /// The headline and causes on one line (for protocols that take one line).
-        pub fn one_line(&self) -> String {
-            let mut line = self.headline.clone();
-            for c in &self.causes {
-                line.push_str(": ");
-                line.push_str(c);
-            }
-            line.replace('\n', " ")
-        }
-
-        pub fn cause(mut self, e: impl std::fmt::Display) -> Error {
-            self.causes.push(e.to_string());
-            self
-        }
-
-        pub fn hint(mut self, h: impl Into<String>) -> Error {
-            self.hint = Some(h.into());
-            self
-        }
-
-        pub fn policy(e: pinfold_policy::PolicyError) -> Error {
-            Error { headline: e.to_string(), causes: Vec::new(), hint: e.hint().map(str::to_string) }
-        }
-
-        pub fn config(e: pinfold_policy::config::ConfigError) -> Error {
-            let mut out = Error { headline: e.to_string(), causes: Vec::new(), hint: e.hint().map(str::to_string) };
-            let mut src = std::error::Error::source(&e);
-            while let Some(s) = src {
-                // A cause the headline already quotes (`cannot read f: No such file…`) is
-                // not repeated.
-                let s_text = s.to_string();
-                if !out.headline.contains(&s_text) {
-                    out.causes.push(s_text);
-                }
-                src = s.source();
-            }
-            out
-        }
-    }
+    pub use pinfold_plan::Error;
 }
 
 #[cfg(test)]

@@ -101,13 +101,14 @@ impl Error {
     }
 }
 
-/// The ledger's directory: `$PINFOLD_STATE_DIR`, else `$XDG_STATE_HOME/pinfold`, else
-/// `~/.local/state/pinfold`.
-pub fn state_dir() -> Result<PathBuf, Error> {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    var("PINFOLD_STATE_DIR")
-        .or_else(|| var("XDG_STATE_HOME").map(|d| d.join("pinfold")))
-        .or_else(|| var("HOME").map(|h| h.join(".local/state/pinfold")))
+/// The ledger's directory: `pinfold_state_dir` (`$PINFOLD_STATE_DIR`), else
+/// `xdg_state_home/pinfold` (`$XDG_STATE_HOME`), else `home/.local/state/pinfold`. The caller
+/// reads the variables (empty counts as unset); the ledger reads no environment for it.
+pub fn state_dir(pinfold_state_dir: Option<&Path>, xdg_state_home: Option<&Path>, home: Option<&Path>) -> Result<PathBuf, Error> {
+    pinfold_state_dir
+        .map(Path::to_path_buf)
+        .or_else(|| xdg_state_home.map(|d| d.join("pinfold")))
+        .or_else(|| home.map(|h| h.join(".local/state/pinfold")))
         .ok_or(Error::NoStateDir)
 }
 

@@ -6,6 +6,7 @@
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
+use pinfold_plan::{protect, record, Dirs};
 use pinfold_policy::config::{Action, Audit, Config, SandboxPreset};
 use pinfold_policy::matcher::{in_or_under, normalize};
 use serde_json::{json, Value};
@@ -85,9 +86,10 @@ fn path_decision(config: &Config, cwd: &Path, tool_path: &str, why: &Option<Stri
 
 /// Judge `command` as run in `cwd` and rewrite it so that what needs a sandbox runs in one.
 pub fn shell(command: &str, cwd: &Path) -> Result<Shell, Error> {
-    let policy = crate::load_policy(None, Some(cwd), true)?;
+    let dirs = crate::dirs();
+    let policy = crate::load_policy(None, Some(cwd), true, dirs)?;
     let j = policy.judge(command, cwd);
-    let mut data = crate::record::judgement(&j);
+    let mut data = record::judgement(&j);
     data["command"] = command.into();
     data["cwd"] = cwd.display().to_string().into();
     if j.decision == Action::Deny {
@@ -95,7 +97,7 @@ pub fn shell(command: &str, cwd: &Path) -> Result<Shell, Error> {
         return Ok(Shell { decision: Action::Deny, reason: j.reason.clone(), command: None });
     }
     let exe = std::env::current_exe().map_err(|e| Error::new("cannot find the pinfold binary").cause(e))?;
-    let key = token::load_or_create_key().map_err(|e| Error::new(format!("cannot use the hook key: {e}")))?;
+    let key = token::load_or_create_key(dirs).map_err(|e| Error::new(format!("cannot use the hook key: {e}")))?;
     let now = token::now();
     let plan = rewrite::plan(policy.config(), &j, command, &exe, &|text, preset| token::mint(&key, text, preset, cwd, now));
     let command = if plan.decision == Action::Deny { None } else { plan.command };
@@ -107,8 +109,9 @@ pub fn shell(command: &str, cwd: &Path) -> Result<Shell, Error> {
 
 /// Why an agent's write tool may not write `path`; `None` when the default sandbox could.
 pub fn write_denied(cwd: &Path, path: &str) -> Result<Option<String>, Error> {
-    let policy = crate::load_policy(None, Some(cwd), true)?;
-    let why = write_check(policy.config(), cwd, path);
+    let dirs = crate::dirs();
+    let policy = crate::load_policy(None, Some(cwd), true, dirs)?;
+    let why = write_check(policy.config(), cwd, path, dirs);
     path_decision(policy.config(), cwd, path, &why);
     Ok(why)
 }
@@ -116,8 +119,9 @@ pub fn write_denied(cwd: &Path, path: &str) -> Result<Option<String>, Error> {
 /// Why an agent's read tool may not read `path` (everything below it when `contents_below`);
 /// `None` when the default sandbox could.
 pub fn read_denied(cwd: &Path, path: &str, contents_below: bool) -> Result<Option<String>, Error> {
-    let policy = crate::load_policy(None, Some(cwd), true)?;
-    let why = read_check(policy.config(), cwd, path, contents_below);
+    let dirs = crate::dirs();
+    let policy = crate::load_policy(None, Some(cwd), true, dirs)?;
+    let why = read_check(policy.config(), cwd, path, contents_below, dirs);
     path_decision(policy.config(), cwd, path, &why);
     Ok(why)
 }
@@ -150,8 +154,7 @@ pub fn default_preset(config: &Config) -> Option<&SandboxPreset> {
 /// applied (`link/../x` is the parent of the link's target, not `x` beside the link), and a
 /// symlink whose target does not exist yet followed to where a write would create it.
 pub fn resolve(cwd: &Path, p: &str) -> (PathBuf, PathBuf) {
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
-    let expanded = match (p.strip_prefix('~'), &home) {
+    let expanded = match (p.strip_prefix('~'), &crate::dirs().home) {
         (Some(rest), Some(h)) if rest.is_empty() || rest.starts_with('/') => h.join(rest.trim_start_matches('/')),
         _ => PathBuf::from(p),
     };
@@ -207,28 +210,19 @@ fn physical(raw: &Path, depth: usize) -> PathBuf {
 }
 
 /// Why the default sandbox could not write `path`; `None` when it could.
-pub fn write_check(config: &Config, cwd: &Path, path: &str) -> Option<String> {
+pub fn write_check(config: &Config, cwd: &Path, path: &str, dirs: &Dirs) -> Option<String> {
     let preset = default_preset(config)?;
     let (lex, canon) = resolve(cwd, path);
     let both = [&lex, &canon];
-    // pinfold's own files: its policy, configuration, cache and hook key.
-    let mut own: Vec<PathBuf> = config.files.clone();
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    if let Some(x) = var("XDG_CONFIG_HOME").or_else(|| var("HOME").map(|h| h.join(".config"))) {
-        own.push(x.join("pinfold"));
-    }
-    own.extend(crate::cache_dir());
-    own.extend(token::key_path().and_then(|k| k.parent().map(Path::to_path_buf)));
-    if let Ok(d) = pinfold_ledger::state_dir() {
-        own.push(pinfold_ledger::Paths::new(&d).key);
-        own.push(d);
-    }
+    // pinfold's own files: its policy, configuration, cache, hook key and ledger (the same
+    // list `pinfold exec` keeps read-only in its sandbox).
+    let own = protect::own_unwritable(&config.files, dirs);
     if let Some(o) = own.iter().find(|o| both.iter().any(|p| p.starts_with(o))) {
         return Some(format!("`{}` is pinfold's own file ({}); agents may not change it", lex.display(), o.display()));
     }
     // A policy file anywhere, existing or not: one written in `sub/` would become the policy of
     // every later call made from there (docs/design/threat-model.md).
-    if both.iter().any(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(is_policy_file_name)) {
+    if both.iter().any(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(protect::is_policy_file_name)) {
         return Some(format!("`{}` would be a pinfold policy file; agents may not write one", lex.display()));
     }
     if let Some(d) = preset.write_deny.iter().find(|d| both.iter().any(|p| in_or_under(p, d))) {
@@ -241,8 +235,7 @@ pub fn write_check(config: &Config, cwd: &Path, path: &str) -> Option<String> {
         // every project built from it, outside this project's history (docs/hooks.md).
         let root = config.project_root.as_path();
         if preset.write_allow.iter().any(|w| Path::new(w) == root) {
-            let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
-            let for_commands = pinfold_sandbox::default_writable(root, None, home.as_deref(), &[]);
+            let for_commands = protect::preset_writable(preset, root, dirs);
             if let Some(w) = for_commands.iter().filter(|w| !w.starts_with(root)).find(|w| canon.starts_with(w)) {
                 return Some(format!(
                     "`{}` is in `{}`, which the `{}` sandbox opens to commands (builds, git) but not to the agent's file tools; change the project instead",
@@ -262,24 +255,14 @@ pub fn write_check(config: &Config, cwd: &Path, path: &str) -> Option<String> {
     None
 }
 
-/// `pinfold.{toml,yaml,yml,json}` or `pinfold.local.*`: names pinfold reads policy from.
-fn is_policy_file_name(name: &str) -> bool {
-    let stem = name.strip_suffix(".toml").or_else(|| name.strip_suffix(".yaml")).or_else(|| name.strip_suffix(".yml")).or_else(|| name.strip_suffix(".json"));
-    matches!(stem, Some("pinfold" | "pinfold.local"))
-}
-
 /// Why the default sandbox could not read `path`; `None` when it could. `contents_below`:
 /// the tool reads everything below `path` (Grep), so a hidden path beneath it counts too.
-pub fn read_check(config: &Config, cwd: &Path, path: &str, contents_below: bool) -> Option<String> {
+pub fn read_check(config: &Config, cwd: &Path, path: &str, contents_below: bool, dirs: &Dirs) -> Option<String> {
     let preset = default_preset(config)?;
     let (lex, canon) = resolve(cwd, path);
     let both = [&lex, &canon];
     let mut hidden: Vec<String> = preset.read_deny.clone();
-    hidden.extend(token::key_path().map(|k| k.display().to_string()));
-    if let Ok(d) = pinfold_ledger::state_dir() {
-        hidden.push(pinfold_ledger::Paths::new(&d).key.display().to_string());
-        hidden.push(d.display().to_string());
-    }
+    hidden.extend(protect::own_unreadable(dirs).iter().map(|p| p.display().to_string()));
     if let Some(d) = hidden.iter().find(|d| both.iter().any(|p| in_or_under(p, d))) {
         return Some(format!("`{}` is unreadable in the `{}` sandbox (`{d}`)", lex.display(), preset.name));
     }

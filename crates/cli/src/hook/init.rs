@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 
+use super::agent::AgentName;
 use super::wrapper;
 use crate::anyhow_lite::Error;
 
@@ -34,16 +35,6 @@ pub struct InitArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AgentName {
-    #[value(name = "claude-code")]
-    ClaudeCode,
-    Codex,
-    Gemini,
-    Cursor,
-    Copilot,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Scope {
     Project,
     User,
@@ -52,16 +43,6 @@ pub enum Scope {
 const ALL: [AgentName; 5] = [AgentName::ClaudeCode, AgentName::Codex, AgentName::Gemini, AgentName::Cursor, AgentName::Copilot];
 
 impl AgentName {
-    pub fn name(self) -> &'static str {
-        match self {
-            AgentName::ClaudeCode => "claude-code",
-            AgentName::Codex => "codex",
-            AgentName::Gemini => "gemini",
-            AgentName::Cursor => "cursor",
-            AgentName::Copilot => "copilot",
-        }
-    }
-
     /// The directory whose existence says the agent is used here.
     fn marker(self, base: &Path, scope: Scope) -> PathBuf {
         match (self, scope) {
@@ -138,17 +119,14 @@ fn copilot_home(home: &Path) -> PathBuf {
     std::env::var_os("COPILOT_HOME").filter(|v| !v.is_empty()).map_or_else(|| home.join(".copilot"), PathBuf::from)
 }
 
-pub fn run(args: InitArgs) -> Result<i32, Error> {
+pub fn run(args: InitArgs, dirs: &pinfold_plan::Dirs) -> Result<i32, Error> {
     let cwd = match &args.cwd {
         Some(d) => crate::absolute(d)?,
         None => std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?,
     };
     let base = match args.scope {
         Scope::Project => cwd.ancestors().find(|d| d.join(".git").exists()).unwrap_or(&cwd).to_path_buf(),
-        Scope::User => std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .map(PathBuf::from)
-            .ok_or_else(|| Error::new("HOME is not set; cannot find the user's settings"))?,
+        Scope::User => dirs.home.clone().ok_or_else(|| Error::new("HOME is not set; cannot find the user's settings"))?,
     };
     let agents: Vec<AgentName> = match args.agent {
         Some(a) => vec![a],
@@ -464,9 +442,9 @@ pub struct HookRow {
 
 /// Every pinfold hook installed for each agent, in the project (`cwd`'s git root, else `cwd`)
 /// and for the user, with whether it guards the agent now and whether it fails closed.
-pub fn doctor_rows(cwd: &Path) -> Vec<HookRow> {
+pub fn doctor_rows(cwd: &Path, dirs: &pinfold_plan::Dirs) -> Vec<HookRow> {
     let project = cwd.ancestors().find(|d| d.join(".git").exists()).unwrap_or(cwd).to_path_buf();
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let home = dirs.home.clone();
     let mut rows = Vec::new();
     for agent in ALL {
         let scopes: Vec<(Scope, &PathBuf)> = [(Scope::Project, Some(&project)), (Scope::User, home.as_ref())]

@@ -16,6 +16,7 @@
 //! Each agent has a thin adapter (`claude`, `codex`, `gemini`, `cursor`, `copilot`) over the
 //! shared `core`.
 
+pub mod agent;
 mod claude;
 mod codex;
 mod copilot;
@@ -279,14 +280,14 @@ fn record(agent: &str, payload: &Value, audit: &pinfold_policy::config::Audit, m
         data["event"] = e.into();
     }
     if let Some(a) = answer {
-        let short = crate::record::shorten_tokens(a);
+        let short = pinfold_plan::record::shorten_tokens(a);
         data["answer"] = serde_json::from_str(&short).unwrap_or(Value::String(short));
     }
     if let Some(f) = failure {
         data["decision"] = "deny".into();
         data["error"] = f.into();
     }
-    let recorder = crate::record::Recorder::open(audit)?.session(session);
+    let recorder = pinfold_plan::record::Recorder::open(audit, crate::dirs())?.session(session);
     recorder.record("hook", data).map(drop)
 }
 

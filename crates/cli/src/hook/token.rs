@@ -19,9 +19,10 @@
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use hmac::{Hmac, KeyInit, Mac};
+use pinfold_plan::Dirs;
 use sha2::Sha256;
 
 /// The environment variable carrying the token.
@@ -33,19 +34,14 @@ const DOMAIN: &[u8] = b"pinfold-hook-origin-v1";
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// Where the key lives.
-pub fn key_path() -> Option<PathBuf> {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let dir = var("XDG_STATE_HOME")
-        .filter(|d| d.is_absolute())
-        .or_else(|| var("HOME").map(|h| h.join(".local").join("state")))?;
-    Some(dir.join("pinfold").join("hook.key"))
+/// Where the key lives ([`Dirs::hook_key`]).
+fn key_path(dirs: &Dirs) -> Result<&Path, String> {
+    dirs.hook_key.as_deref().ok_or_else(|| "neither XDG_STATE_HOME nor HOME is set".to_string())
 }
 
 /// Read the key; an error says why it is unusable.
-pub fn load_key() -> Result<[u8; KEY_LEN], String> {
-    let path = key_path().ok_or("neither XDG_STATE_HOME nor HOME is set")?;
-    read_key(&path)
+pub fn load_key(dirs: &Dirs) -> Result<[u8; KEY_LEN], String> {
+    read_key(key_path(dirs)?)
 }
 
 fn read_key(path: &Path) -> Result<[u8; KEY_LEN], String> {
@@ -70,10 +66,10 @@ fn read_key(path: &Path) -> Result<[u8; KEY_LEN], String> {
 /// Read the key, creating it (random, 0600, in a 0700 directory) when there is none yet.
 /// Concurrent first runs agree on one key: each writes its own file and hard-links it into
 /// place, and the link fails for all but the first.
-pub fn load_or_create_key() -> Result<[u8; KEY_LEN], String> {
-    let path = key_path().ok_or("neither XDG_STATE_HOME nor HOME is set")?;
-    if std::fs::symlink_metadata(&path).is_ok() {
-        return read_key(&path);
+pub fn load_or_create_key(dirs: &Dirs) -> Result<[u8; KEY_LEN], String> {
+    let path = key_path(dirs)?;
+    if std::fs::symlink_metadata(path).is_ok() {
+        return read_key(path);
     }
     let dir = path.parent().ok_or("the key path has no directory")?;
     std::fs::DirBuilder::new()
@@ -93,11 +89,11 @@ pub fn load_or_create_key() -> Result<[u8; KEY_LEN], String> {
         f.write_all(&key)?;
         f.sync_all()
     };
-    let linked = write().and_then(|()| std::fs::hard_link(&tmp, &path));
+    let linked = write().and_then(|()| std::fs::hard_link(&tmp, path));
     let _ = std::fs::remove_file(&tmp);
     match linked {
         Ok(()) => Ok(key),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_key(&path),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_key(path),
         Err(e) => Err(format!("cannot create {}: {e}", path.display())),
     }
 }
@@ -148,14 +144,15 @@ pub fn verify(key: &[u8; KEY_LEN], token: &str, text: &str, preset: &str, cwd: &
     Ok(())
 }
 
-/// `pinfold exec`'s side: whether a `PINFOLD_HOOK_ORIGIN` token lets this ASK run.
+/// `pinfold exec`'s side: the `PINFOLD_HOOK_ORIGIN` token, when it holds for this run. The
+/// plan lets an ASK (never anything else) run with it.
 ///
-/// True only when the verdict is ask, exec got exactly one argument (the shell text the hook
-/// wrote) and a `--sandbox`, no option widens that sandbox (`plain`), and the token verifies
-/// for this text, preset and canonical cwd. A token that does not hold is ignored with a
-/// warning on stderr, so the normal verdict applies.
-pub fn exec_accepts(command: &[String], sandbox: Option<&str>, cwd: &Path, decision: pinfold_policy::config::Action, plain: bool) -> bool {
-    let Some(token) = std::env::var_os(ENV) else { return false };
+/// Some only when exec got exactly one argument (the shell text the hook wrote) and a
+/// `--sandbox`, no option widens that sandbox (`plain`), and the token verifies for this
+/// text, preset and canonical cwd. A token that does not hold is ignored with a warning on
+/// stderr, so the normal verdict applies.
+pub fn exec_token(command: &[String], sandbox: Option<&str>, cwd: &Path, plain: bool, dirs: &Dirs) -> Option<String> {
+    let token = std::env::var_os(ENV)?;
     let why = (|| {
         let token = token.to_str().ok_or("not a pinfold hook token")?;
         let [text] = command else { return Err("the hook passes the command as one argument".to_string()) };
@@ -164,14 +161,14 @@ pub fn exec_accepts(command: &[String], sandbox: Option<&str>, cwd: &Path, decis
             return Err("an option widens the sandbox (-c, --write, --net, --keep-env or --allow-degraded)".into());
         }
         let cwd = std::fs::canonicalize(cwd).map_err(|e| format!("cannot resolve the working directory: {e}"))?;
-        let key = load_key()?;
-        verify(&key, token, text, preset, &cwd, now())
+        let key = load_key(dirs)?;
+        verify(&key, token, text, preset, &cwd, now()).map(|()| token.to_string())
     })();
     match why {
-        Ok(()) => decision == pinfold_policy::config::Action::Ask,
+        Ok(token) => Some(token),
         Err(why) => {
             say!("pinfold: ignoring {ENV}: {why}");
-            false
+            None
         }
     }
 }

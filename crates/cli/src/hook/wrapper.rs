@@ -33,7 +33,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::init::AgentName;
+use super::agent::AgentName;
 
 /// `$0` of the wrapper's shell: names it in the shell's own messages (`pinfold-hook: 1:
 /// /path: not found`) and marks the line as pinfold's.

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::anyhow_lite::Error;
+use crate::{Dirs, Error};
 
 const ROOTS: &str = "sandbox-roots";
 const TRUSTED: &str = "trusted";
@@ -136,12 +136,9 @@ fn read_all(dir: &Path) -> Option<String> {
     Some(text)
 }
 
-/// Change the records of `roots` under an exclusive lock, rewriting the one file in place (the
-/// other roots' lines as they were). A run on those roots that died without closing its span
-/// is closed first, at the latest now.
-fn update(roots: &[PathBuf], f: impl FnMut(&mut Entry) -> Option<()>) -> Result<(), Error> {
-    let dir = pinfold_ledger::state_dir().map_err(|e| Error::new("no state directory for the record of sandboxed roots").cause(e))?;
-    update_in(&dir, roots, f)
+/// The state directory, which holds the record.
+fn state(dirs: &Dirs) -> Result<&Path, Error> {
+    dirs.ledger_dir().map_err(|e| Error::new("no state directory for the record of sandboxed roots").cause(e))
 }
 
 /// A line of one of the run's roots in [`update_in`]: its runs going on read, its intervals
@@ -225,7 +222,9 @@ fn add_text(iv: &str, from: i64, to: i64) -> Option<String> {
     Some(span.intervals.iter().map(|(a, b)| format!("{a}-{b}")).collect::<Vec<_>>().join(","))
 }
 
-/// [`update`], in the state directory `dir`.
+/// Change the records of `roots` in the state directory `dir` under an exclusive lock,
+/// rewriting the one file in place (the other roots' lines as they were). A run on those roots
+/// that died without closing its span is closed first, at the latest now.
 fn update_in(dir: &Path, roots: &[PathBuf], mut f: impl FnMut(&mut Entry) -> Option<()>) -> Result<(), Error> {
     use std::io::{Read, Seek};
     fn fail(what: &'static str) -> impl Fn(std::io::Error) -> Error {
@@ -313,6 +312,7 @@ fn update_in(dir: &Path, roots: &[PathBuf], mut f: impl FnMut(&mut Entry) -> Opt
 /// has ended.
 #[derive(Debug)]
 pub struct RunSpan {
+    dir: PathBuf,
     roots: Vec<PathBuf>,
     from: i64,
 }
@@ -321,7 +321,8 @@ pub struct RunSpan {
 /// policy files this run was judged by: if one changed within the coarse clock's present tick
 /// (a person saved it just now), the record waits for the next tick, so that the file does not
 /// look changed during the run (at most a tick, 4 ms here, and only then).
-pub fn begin_run(roots: &[PathBuf], loaded: &[PathBuf]) -> Result<RunSpan, Error> {
+/// The record is kept in `dirs.state`.
+pub fn begin_run(roots: &[PathBuf], loaded: &[PathBuf], dirs: &Dirs) -> Result<RunSpan, Error> {
     let roots: Vec<PathBuf> = roots.iter().map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.clone())).collect();
     if let Some(bad) = roots.iter().find(|r| r.to_str().is_none_or(|s| s.contains(['\t', '\n', '\r']))) {
         return Err(Error::new(format!("pinfold cannot record the writable root {:?} (a tab, line break or non-UTF-8 name)", bad))
@@ -337,12 +338,13 @@ pub fn begin_run(roots: &[PathBuf], loaded: &[PathBuf]) -> Result<RunSpan, Error
         std::thread::sleep(std::time::Duration::from_millis(1));
         from = coarse_now_ns();
     }
-    update(&roots, |e| {
+    let dir = state(dirs)?.to_path_buf();
+    update_in(&dir, &roots, |e| {
         e.active.retain(|(p, _)| *p != pid);
         e.active.push((pid, from));
         Some(())
     })?;
-    Ok(RunSpan { roots, from })
+    Ok(RunSpan { dir, roots, from })
 }
 
 impl RunSpan {
@@ -350,7 +352,7 @@ impl RunSpan {
     pub fn end(self) -> Result<(), Error> {
         let pid = std::process::id();
         let now = now_ns();
-        update(&self.roots, |e| {
+        update_in(&self.dir, &self.roots, |e| {
             e.active.retain(|(p, _)| *p != pid);
             e.add(self.from, now)
         })
@@ -370,12 +372,12 @@ fn trusted_entries(dir: &Path) -> Vec<(String, PathBuf)> {
 
 /// Refuse `files` (project-layer policy files, as loaded) that a sandboxed command could have
 /// created or changed, unless their content is trusted.
-pub fn check(files: &[PathBuf]) -> Result<(), Error> {
+pub fn check(files: &[PathBuf], dirs: &Dirs) -> Result<(), Error> {
     if files.is_empty() {
         return Ok(());
     }
-    let Ok(dir) = pinfold_ledger::state_dir() else { return Ok(()) };
-    let Some(text) = read_all(&dir) else {
+    let Ok(dir) = dirs.ledger_dir() else { return Ok(()) };
+    let Some(text) = read_all(dir) else {
         return Err(Error::new(format!("cannot read the record of sandboxed roots in {}", dir.display()))
             .hint("pinfold does not read project policy without it; check the state directory's permissions"));
     };
@@ -399,7 +401,7 @@ pub fn check(files: &[PathBuf]) -> Result<(), Error> {
         let Some(span) = hit else { continue };
         let content = std::fs::read(f).map_err(|e| Error::new(format!("cannot read {}", f.display())).cause(e))?;
         let hash = sha256_hex(&content);
-        let list = trusted.get_or_insert_with(|| trusted_entries(&dir));
+        let list = trusted.get_or_insert_with(|| trusted_entries(dir));
         if list.iter().any(|(h, p)| *h == hash && *p == canonical) {
             continue;
         }
@@ -414,9 +416,9 @@ pub fn check(files: &[PathBuf]) -> Result<(), Error> {
 }
 
 /// Approve the present content of `files`; a later change needs approving again.
-pub fn trust(files: &[PathBuf]) -> Result<Vec<(PathBuf, String)>, Error> {
-    let dir = pinfold_ledger::state_dir().map_err(|e| Error::new("no state directory to keep trusted files in").cause(e))?;
-    std::fs::create_dir_all(&dir).map_err(|e| Error::new(format!("cannot create {}", dir.display())).cause(e))?;
+pub fn trust(files: &[PathBuf], dirs: &Dirs) -> Result<Vec<(PathBuf, String)>, Error> {
+    let dir = dirs.ledger_dir().map_err(|e| Error::new("no state directory to keep trusted files in").cause(e))?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::new(format!("cannot create {}", dir.display())).cause(e))?;
     let mut out = Vec::new();
     let mut lines = String::new();
     for f in files {

@@ -20,17 +20,19 @@
 //! every record, `=0` none (docs/ledger.md).
 
 use pinfold_ledger::{Ledger, Record};
-use pinfold_policy::config::Audit;
+use pinfold_policy::config::{Action, Audit};
 use pinfold_policy::Judgement;
+use serde::Serialize;
 use serde_json::Value;
 
-use crate::anyhow_lite::Error;
+use crate::{Dirs, Error};
 
 /// The environment variable an agent (or a person) sets to tag records with a session id; the
 /// hook uses the one in the agent's payload instead.
 pub const SESSION_ENV: &str = "PINFOLD_SESSION";
 
 /// An open ledger, or nothing when the policy turned recording off.
+#[derive(Debug)]
 pub struct Recorder {
     ledger: Option<Ledger>,
     session: Option<String>,
@@ -65,15 +67,15 @@ impl Sync {
 }
 
 impl Recorder {
-    /// Open the ledger in the state directory, unless `audit` turns recording off. The session
-    /// is `$PINFOLD_SESSION` unless [`Recorder::session`] sets another.
-    pub fn open(audit: &Audit) -> Result<Recorder, Error> {
+    /// Open the ledger in the state directory (`dirs.state`), unless `audit` turns recording
+    /// off. The session is `$PINFOLD_SESSION` unless [`Recorder::session`] sets another.
+    pub fn open(audit: &Audit, dirs: &Dirs) -> Result<Recorder, Error> {
         let session = std::env::var(SESSION_ENV).ok().filter(|s| !s.is_empty());
         let sync = Sync::from_env();
         if !audit.enabled {
             return Ok(Recorder { ledger: None, session, sync });
         }
-        let dir = pinfold_ledger::state_dir().map_err(failed)?;
+        let dir = dirs.ledger_dir().map_err(failed)?;
         let secrets = audit
             .redact_env
             .iter()
@@ -81,7 +83,7 @@ impl Recorder {
             // Very short values would redact ordinary text everywhere (`1`, `yes`).
             .filter(|v| v.len() >= 4)
             .collect();
-        let ledger = Ledger::open(&dir).map_err(failed)?.with_secrets(secrets);
+        let ledger = Ledger::open(dir).map_err(failed)?.with_secrets(secrets);
         Ok(Recorder { ledger: Some(ledger), session, sync })
     }
 
@@ -114,7 +116,64 @@ fn failed(e: pinfold_ledger::Error) -> Error {
 /// decision, the reason, and for each simple command its text, byte range, decision, preset
 /// and the rules that matched, as pattern and file:line).
 pub fn judgement(j: &Judgement) -> Value {
-    serde_json::to_value(crate::check::JsonJudgement::from(j)).expect("a judgement serialises")
+    serde_json::to_value(JsonJudgement::from(j)).expect("a judgement serialises")
+}
+
+/// A verdict as `pinfold check --json` prints it and the ledger records it, exactly as
+/// documented.
+#[derive(Debug, Serialize)]
+pub struct JsonJudgement<'a> {
+    decision: Action,
+    reason: &'a str,
+    commands: Vec<JsonCommand<'a>>,
+    sandbox: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct JsonCommand<'a> {
+    text: &'a str,
+    start: usize,
+    end: usize,
+    decision: Action,
+    rules: Vec<JsonRule<'a>>,
+    sandbox: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct JsonRule<'a> {
+    action: Action,
+    pattern: &'a str,
+    source: String,
+}
+
+impl<'a> From<&'a Judgement> for JsonJudgement<'a> {
+    fn from(j: &'a Judgement) -> Self {
+        JsonJudgement {
+            decision: j.decision,
+            reason: &j.reason,
+            commands: j
+                .commands
+                .iter()
+                .map(|c| JsonCommand {
+                    text: &c.text,
+                    start: c.span.start,
+                    end: c.span.end,
+                    decision: c.decision,
+                    rules: c
+                        .rules
+                        .iter()
+                        .map(|r| JsonRule {
+                            action: r.action,
+                            pattern: &r.pattern,
+                            source: format!("{}:{}", r.source.file, r.source.line),
+                        })
+                        .collect(),
+                    sandbox: c.sandbox.as_deref(),
+                })
+                .collect(),
+            sandbox: j.sandbox.as_deref(),
+        }
+    }
 }
 
 /// `text` with every hook token (`PINFOLD_HOOK_ORIGIN=v1.<expiry>.<64 hex>`) cut to its

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use pinfold_egress::{Event, Outcome, Protocol, Proxy, Secret};
 use pinfold_policy::config::{Credential, CredentialSource, SandboxPreset};
 
-use crate::anyhow_lite::Error;
 use crate::record::Recorder;
+use crate::Error;
 
 /// The proxy for one run, and the thread writing its decisions to the ledger.
 pub struct Egress {
@@ -130,10 +130,10 @@ impl Egress {
         }
     }
 
-    /// The command's environment: [`proxy_env`], and with credential endpoints the CA
-    /// bundle in every variable tools read it from.
-    pub fn sandbox_env(&self, port: u16, inherited_java_options: Option<&str>) -> Vec<(String, String)> {
-        let mut v = proxy_env(port, inherited_java_options);
+    /// The command's environment beside [`proxy_env`] (which the plan sets): with credential
+    /// endpoints, the CA bundle in every variable tools read it from.
+    pub fn ca_env(&self) -> Vec<(String, String)> {
+        let mut v = Vec::new();
         if let Some(b) = &self.bundle {
             let b = b.display().to_string();
             for k in ["SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "PIP_CERT", "CARGO_HTTP_CAINFO"] {

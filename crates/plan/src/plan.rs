@@ -1,0 +1,312 @@
+//! [`plan`]: a command, the context it runs in and the policy, turned into everything a run
+//! does — the verdict, the sandbox with every path it protects, hides and opens, the network,
+//! the argv, and what goes into the ledger — without starting or writing anything.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use pinfold_policy::config::{Action, Audit, Credential, SandboxPreset};
+use pinfold_policy::{Judgement, Policy};
+use pinfold_sandbox::{Network, Policy as SandboxPolicy};
+use serde_json::Value;
+
+use crate::git_guard::GitGuard;
+use crate::{protect, record, Dirs};
+
+/// `--net`: the network asked for on the command line, over the preset's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Net {
+    Off,
+    On,
+}
+
+/// What a run is asked for besides the command: where, and the options that change its
+/// sandbox.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    /// The working directory, absolute.
+    pub cwd: PathBuf,
+    /// The preset asked for (`a+b` merges presets `a` and `b`), over the one the policy picks.
+    pub sandbox: Option<String>,
+    /// More writable roots, relative to `cwd`.
+    pub write: Vec<PathBuf>,
+    /// Paths kept read-only even inside a writable root, relative to `cwd`.
+    pub deny_write: Vec<PathBuf>,
+    /// Paths hidden, relative to `cwd`.
+    pub deny_read: Vec<PathBuf>,
+    pub net: Option<Net>,
+    /// Variables passed through even if they look like secrets.
+    pub keep_env: Vec<String>,
+    pub allow_degraded: bool,
+    /// Resolve and show, run nothing.
+    pub dry_run: bool,
+    /// A hook token that verified for exactly this command, preset and directory: a person
+    /// approved the command in the agent, so an *ask* runs (in the named sandbox). Never a
+    /// *deny*.
+    pub hook_origin: Option<String>,
+    /// `$JAVA_TOOL_OPTIONS`, which the egress proxy's settings are appended to.
+    pub java_tool_options: Option<String>,
+}
+
+/// Everything one `pinfold exec` does, decided before it does any of it.
+#[derive(Debug)]
+pub struct Plan {
+    /// The command as judged: the shell text, or the argv quoted word by word.
+    pub text: String,
+    pub judgement: Judgement,
+    /// A hook token turned the judgement's *ask* into a run.
+    pub hook_approved: bool,
+    pub step: Step,
+}
+
+/// What happens next.
+#[derive(Debug)]
+pub enum Step {
+    /// The verdict is not *allow*, and no hook token approved it: record `record`
+    /// (`exec_refused`), say why, run nothing.
+    Refuse { record: Value },
+    /// `--dry-run`: record `record` (a `check`), show the verdict and `sandbox`, run nothing.
+    Show { record: Value, argv: Vec<String>, sandbox: Box<Sandbox> },
+    /// Run it: [`crate::run`].
+    Run(Box<Run>),
+}
+
+impl Step {
+    /// The ledger record this step starts with: its kind and payload.
+    pub fn record(&self) -> (&'static str, &Value) {
+        match self {
+            Step::Refuse { record } => ("exec_refused", record),
+            Step::Show { record, .. } => ("check", record),
+            Step::Run(r) => ("exec_start", &r.record),
+        }
+    }
+}
+
+/// The sandbox a command runs in.
+#[derive(Debug)]
+pub struct Sandbox {
+    /// The preset, merged strictest-wins when several apply.
+    pub preset: SandboxPreset,
+    /// What the kernel is asked to enforce: writable roots, every protected and hidden path,
+    /// the network, the environment.
+    pub policy: SandboxPolicy,
+    /// The repository's history, kept through the run.
+    pub guard: GitGuard,
+}
+
+/// A command to run, and all it needs.
+#[derive(Debug)]
+pub struct Run {
+    pub text: String,
+    pub argv: Vec<String>,
+    /// The `exec_start` record.
+    pub record: Value,
+    pub sandbox: Sandbox,
+    /// The policy files the command was judged by.
+    pub loaded: Vec<PathBuf>,
+    pub audit: Audit,
+    /// The credentials the egress proxy injects, when the network goes through it
+    /// ([`Network::Proxy`]); `None` otherwise.
+    pub credentials: Option<BTreeMap<String, Credential>>,
+}
+
+/// Why there is no plan.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("no sandbox preset named `{name}`")]
+    UnknownPreset { name: String, known: Vec<String> },
+    #[error("the policy names no sandbox preset for this command")]
+    NoPreset,
+}
+
+impl PlanError {
+    /// What the user can do about it.
+    pub fn hint(&self) -> String {
+        match self {
+            PlanError::UnknownPreset { known, .. } => format!("the policy defines: {}", known.join(", ")),
+            PlanError::NoPreset => "set `defaults.sandbox`, or pass --sandbox PRESET".to_string(),
+        }
+    }
+}
+
+impl From<PlanError> for crate::Error {
+    fn from(e: PlanError) -> crate::Error {
+        crate::Error::new(e.to_string()).hint(e.hint())
+    }
+}
+
+/// The command as judged and the argv that runs it: one argument is shell text, run by bash
+/// (sh where there is none), since pinfold judged it as bash reads it; several are an argv,
+/// judged as the shell would read them quoted.
+pub fn command_argv(command: &[String]) -> (String, Vec<String>) {
+    if let [text] = command {
+        let shell = if Path::new("/bin/bash").exists() { "/bin/bash" } else { "/bin/sh" };
+        (text.clone(), vec![shell.to_string(), "-c".to_string(), text.clone()])
+    } else {
+        (pinfold_shell::join(command), command.to_vec())
+    }
+}
+
+/// Plan running `command` in `cx` under `policy`. Reads the file system (the project's git
+/// directory, toolchain caches that exist) and nothing else; starts and writes nothing.
+pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> Result<Plan, PlanError> {
+    let cwd = &cx.cwd;
+    let (text, mut argv) = command_argv(command);
+    let extra: Vec<PathBuf> = cx.write.iter().map(|p| cwd.join(p)).collect();
+    let judgement = policy.judge_with_writable(&text, cwd, &extra);
+    if command.len() == 1
+        && let Some(direct) = judgement.tree.as_ref().and_then(plain_argv)
+    {
+        argv = direct;
+    }
+    let hook_approved = cx.hook_origin.is_some() && judgement.decision == Action::Ask;
+    let mut record = record::judgement(&judgement);
+    record["command"] = text.as_str().into();
+    record["cwd"] = cwd.display().to_string().into();
+    if hook_approved && let Some(t) = &cx.hook_origin {
+        record["hook_origin"] = record::token_id(t).into();
+    }
+    if judgement.decision != Action::Allow && !hook_approved && !cx.dry_run {
+        return Ok(Plan { text, judgement, hook_approved, step: Step::Refuse { record } });
+    }
+    let config = policy.config();
+    let preset = preset(&judgement, cx.sandbox.as_deref(), config)?;
+    let (sp, guard) = sandbox_policy(&preset, cx, config, dirs);
+    record["sandbox"] = serde_json::json!({"preset": preset.name, "network": sp.network, "writable": sp.writable});
+    if sp.network == Network::Proxy {
+        record["sandbox"]["hosts"] = preset.network_hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>().into();
+    }
+    let sandbox = Sandbox { preset, policy: sp, guard };
+    if cx.dry_run {
+        record["dry_run"] = true.into();
+        return Ok(Plan { text, judgement, hook_approved, step: Step::Show { record, argv, sandbox: Box::new(sandbox) } });
+    }
+    record["argv"] = serde_json::json!(argv);
+    let credentials = (sandbox.policy.network == Network::Proxy).then(|| config.credentials.clone());
+    let run = Run { text: text.clone(), argv, record, sandbox, loaded: config.files.clone(), audit: config.audit.clone(), credentials };
+    Ok(Plan { text, judgement, hook_approved, step: Step::Run(Box::new(run)) })
+}
+
+/// The preset: asked for, or the one the commands name (merged, strictest wins, when they
+/// name several), or the default.
+pub fn preset(judgement: &Judgement, asked: Option<&str>, config: &pinfold_policy::config::Config) -> Result<SandboxPreset, PlanError> {
+    let names: Vec<String> = match asked {
+        // `a+b`: the Strictest-Wins merge of presets a and b (preset names cannot hold `+`);
+        // `pinfold hook` writes these for inputs that must run as one.
+        Some(s) => s.split('+').map(str::to_string).collect(),
+        None => {
+            let mut names: Vec<String> = judgement.commands.iter().filter_map(|c| c.sandbox.clone()).collect();
+            names.sort();
+            names.dedup();
+            if names.is_empty() {
+                config.defaults.sandbox.clone().into_iter().collect()
+            } else {
+                names
+            }
+        }
+    };
+    let mut presets: Vec<&SandboxPreset> = Vec::new();
+    for n in &names {
+        match config.sandboxes.get(n) {
+            Some(p) => presets.push(p),
+            None => return Err(PlanError::UnknownPreset { name: n.clone(), known: config.sandboxes.keys().cloned().collect() }),
+        }
+    }
+    pinfold_policy::merge_presets(&presets).ok_or(PlanError::NoPreset)
+}
+
+/// The sandbox for `preset` in `cx`: every writable root, every protected and hidden path,
+/// the network and the environment; and the git guard whose protected objects it holds.
+fn sandbox_policy(preset: &SandboxPreset, cx: &Context, config: &pinfold_policy::config::Config, dirs: &Dirs) -> (SandboxPolicy, GitGuard) {
+    let cwd = &cx.cwd;
+    let mut sp = SandboxPolicy::new(cwd.clone());
+    let root = &config.project_root;
+    let paths = |v: &[String]| -> Vec<PathBuf> { v.iter().map(PathBuf::from).collect() };
+    sp.writable = protect::preset_writable(preset, root, dirs);
+    sp.writable.extend(cx.write.iter().map(|p| cwd.join(p)));
+    sp.write_deny = paths(&preset.write_deny);
+    sp.write_deny.extend(cx.deny_write.iter().map(|p| cwd.join(p)));
+    // The repository's history survives the run (see git_guard.rs).
+    let git_dir = match pinfold_sandbox::git_equivalents(root, &[root.join(".git")]).pop() {
+        Some(common) => common,
+        None => root.join(".git"),
+    };
+    let guard = if sp.writable.iter().any(|w| git_dir.starts_with(w)) || sp.writable.iter().any(|w| w == root) {
+        GitGuard::before(&git_dir)
+    } else {
+        GitGuard::default()
+    };
+    sp.write_deny.extend(guard.protect.iter().cloned());
+    // In a worktree `.git` is a file: protect the hooks and config where they really are.
+    let equivalents = pinfold_sandbox::git_equivalents(root, &sp.write_deny);
+    sp.write_deny.extend(equivalents);
+    // pinfold's own configuration and cache are never writable from inside: whoever writes
+    // them changes the verdicts.
+    sp.write_deny.extend(config.files.iter().cloned());
+    // Nor can a command create one where discovery would find it: every name a project policy
+    // file may have (`pinfold.*` and `pinfold.local.*`, each extension), in the project root
+    // and in each directory from there down to the working directory. A policy file made from
+    // inside would decide the verdicts of the commands that follow.
+    sp.write_deny.extend(protect::policy_file_paths(root, cwd));
+    sp.write_deny.extend(dirs.config.iter().cloned());
+    sp.write_deny.extend(dirs.cache.iter().cloned());
+    sp.read_deny = paths(&preset.read_deny);
+    sp.read_deny.extend(cx.deny_read.iter().map(|p| cwd.join(p)));
+    sp.read_deny.extend(protect::engine_sockets(dirs));
+    // The hook's key: a command that could read it could approve its own asks.
+    if let Some(key_dir) = dirs.hook_key_dir() {
+        sp.read_deny.push(key_dir.to_path_buf());
+        sp.write_deny.push(key_dir.to_path_buf());
+    }
+    // The audit ledger and its signing key: a command that could write them could rewrite
+    // what it did; one that could read the key could sign a forged history.
+    for p in dirs.state.iter().chain(&dirs.ledger_key) {
+        if !sp.read_deny.iter().any(|d| p.starts_with(d)) {
+            sp.read_deny.push(p.clone());
+            sp.write_deny.push(p.clone());
+        }
+    }
+    sp.network = match cx.net {
+        Some(Net::On) => Network::On,
+        Some(Net::Off) => Network::Off,
+        // A host allowlist: the network only through the egress proxy (docs/egress.md).
+        None if preset.has_allowlist() => Network::Proxy,
+        None if preset.network_allow => Network::On,
+        None => Network::Off,
+    };
+    if sp.network == Network::Proxy {
+        // Where the proxy listens inside; the run adds the CA bundle of credential endpoints
+        // and removes the secrets' variables and files once the proxy has read them.
+        sp.set_env.extend(crate::egress::proxy_env(sp.proxy_port, cx.java_tool_options.as_deref()));
+    }
+    sp.keep_env = preset.env_keep.clone();
+    sp.keep_env.extend(cx.keep_env.iter().cloned());
+    sp.allow_degraded = cx.allow_degraded;
+    (sp, guard)
+}
+
+/// Shell builtins and keywords: text naming one of these needs the shell. `true` and `false`
+/// are not listed: the programs behave exactly as the builtins.
+const SHELL_BUILTINS: &[&str] = &[
+    ".", ":", "[", "alias", "bg", "break", "cd", "chdir", "command", "continue", "echo", "eval", "exec", "exit",
+    "export", "fc", "fg", "getopts", "hash", "jobs", "kill", "local", "printf", "pwd", "read", "readonly",
+    "return", "set", "shift", "source", "test", "times", "trap", "type", "ulimit", "umask", "unalias", "unset",
+    "wait", "time", "coproc", "function", "select", "let", "declare", "typeset",
+];
+
+/// When shell text is a single plain command (`cargo test -p x`: no expansions, quotes
+/// aside, no redirects, assignments, operators or builtins), its argv: running it directly is
+/// what `sh -c` would do, one process sooner.
+pub fn plain_argv(tree: &pinfold_shell::CommandTree) -> Option<Vec<String>> {
+    let [c] = tree.commands.as_slice() else { return None };
+    let simple = c.kind == pinfold_shell::CommandKind::Simple
+        && c.redirects.is_empty()
+        && c.assignments.is_empty()
+        && c.context.is_empty()
+        && c.wrappers.is_empty()
+        && c.unresolved.is_none()
+        && c.words.iter().all(|w| !w.dynamic && !w.glob && !w.tilde);
+    let name = c.words.first()?;
+    (simple && !SHELL_BUILTINS.contains(&name.text.as_str()) && !tree.source.contains(['\n', ';', '&', '|', '`', '$', '<', '>', '(', ')', '{', '}', '*', '?', '[', '~', '#', '=']))
+        .then(|| c.argv())
+}
