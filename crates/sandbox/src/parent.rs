@@ -58,38 +58,10 @@ fn expand(p: &Path) -> Vec<PathBuf> {
     current
 }
 
+/// A path component against a component of a deny path: `*`, `?` and classes that end at
+/// their first `]` (see [`pinfold_glob::Classes::FirstBracket`]).
 fn glob_match(p: &str, t: &str) -> bool {
-    fn go(p: &[char], t: &[char]) -> bool {
-        match (p.first(), t.first()) {
-            (None, None) => true,
-            (Some('*'), _) => go(&p[1..], t) || (!t.is_empty() && go(p, &t[1..])),
-            (Some('?'), Some(_)) => go(&p[1..], &t[1..]),
-            (Some('['), Some(c)) => match p.iter().position(|x| *x == ']') {
-                Some(end) if end > 1 => {
-                    let class = &p[1..end];
-                    let (neg, class) = if class.first() == Some(&'!') { (true, &class[1..]) } else { (false, class) };
-                    let mut hit = false;
-                    let mut i = 0;
-                    while i < class.len() {
-                        if i + 2 < class.len() && class[i + 1] == '-' {
-                            hit |= class[i] <= *c && *c <= class[i + 2];
-                            i += 3;
-                        } else {
-                            hit |= class[i] == *c;
-                            i += 1;
-                        }
-                    }
-                    (hit != neg) && go(&p[end + 1..], &t[1..])
-                }
-                _ => *c == '[' && go(&p[1..], &t[1..]),
-            },
-            (Some(a), Some(b)) if a == b => go(&p[1..], &t[1..]),
-            _ => false,
-        }
-    }
-    let p: Vec<char> = p.chars().collect();
-    let t: Vec<char> = t.chars().collect();
-    go(&p, &t)
+    pinfold_glob::is_match(p, t, pinfold_glob::Syntax::FIRST_BRACKET)
 }
 
 fn under_any(p: &Path, roots: &[PathBuf]) -> bool {
