@@ -315,25 +315,7 @@ fn print(out: &mut impl Write, records: &[Value], json: bool) -> Result<bool, Er
 
 /// `*` any text (also none), `?` one character, everything else itself.
 fn glob(pattern: &str, text: &str) -> bool {
-    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
-    let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some(pi);
-            mark = ti;
-            pi += 1;
-        } else if let Some(s) = star {
-            pi = s + 1;
-            mark += 1;
-            ti = mark;
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
+    pinfold_glob::is_match(pattern, text, pinfold_glob::Syntax::STAR_QUESTION)
 }
 
 #[cfg(test)]
@@ -344,5 +326,6 @@ mod tests {
         assert!(super::glob("*rm -rf*", "sudo rm -rf /"));
         assert!(super::glob("l?", "ls"));
         assert!(!super::glob("git *", "cargo test"));
+        assert!(super::glob("rm *", "rm *.txt"), "a `*` in the text is text like any other");
     }
 }

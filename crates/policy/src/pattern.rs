@@ -375,186 +375,16 @@ pub(crate) fn basename(s: &str) -> &str {
     s.rsplit('/').next().unwrap_or(s)
 }
 
-/// Match `text` against a glob with `*`, `?` and `[…]` classes (`*` crosses `/`).
+/// Match `text` against a glob with `*`, `?` and `[…]` classes (`*` crosses `/`), read as
+/// the shell reads them ([`pinfold_glob::Classes::Shell`]).
 pub fn glob_match(pat: &str, text: &str) -> bool {
-    // Without `*`, `?` or `[` a glob matches only itself.
-    if !pat.contains(['*', '?', '[']) {
-        return pat == text;
-    }
-    // ASCII (nearly always) is matched byte by byte, without decoding into vectors.
-    if pat.is_ascii() && text.is_ascii() {
-        return glob_at(pat.as_bytes(), text.as_bytes());
-    }
-    let p: Vec<char> = pat.chars().collect();
-    let t: Vec<char> = text.chars().collect();
-    glob_at(&p, &t)
+    pinfold_glob::is_match(pat, text, pinfold_glob::Syntax::SHELL)
 }
 
 /// Whether `pat` matches `text[..n]`, as [`glob_match`] would, for some `n` in `ends` (byte
-/// offsets; those not on a character boundary are skipped). One pass over `text` for all of
-/// them: matching each prefix on its own costs the sum of their lengths, quadratic for the
-/// ancestors of a deep path. The pattern runs as a set of positions in it (an NFA), which
-/// `*`, `?`, classes and single characters move the way [`glob_at`] does.
+/// offsets; those not on a character boundary are skipped), in one pass over `text`.
 pub fn glob_match_prefix(pat: &str, text: &str, ends: &[usize]) -> bool {
-    enum El<'p> {
-        Star,
-        Any,
-        Class(&'p [char]),
-        Lit(char),
-    }
-    let p: Vec<char> = pat.chars().collect();
-    let mut els = Vec::with_capacity(p.len());
-    let mut i = 0;
-    while i < p.len() {
-        let el = match p[i] {
-            '*' => El::Star,
-            '?' => El::Any,
-            // Whether a class parses depends on the pattern only; one that does not is a `[`.
-            '[' => match class(&p[i..], '[') {
-                Some((_, len)) => El::Class(&p[i..i + len]),
-                None => El::Lit('['),
-            },
-            c => El::Lit(c),
-        };
-        i += match el {
-            El::Class(c) => c.len(),
-            _ => 1,
-        };
-        els.push(el);
-    }
-    let n = els.len();
-    // A star matches nothing too: the position after an active star is active.
-    let close = |on: &mut [bool]| {
-        for k in 0..n {
-            if on[k] && matches!(els[k], El::Star) {
-                on[k + 1] = true;
-            }
-        }
-    };
-    let mut ends = ends.to_vec();
-    ends.sort_unstable();
-    let mut ends = ends.into_iter().peekable();
-    let mut on = vec![false; n + 1];
-    let mut next = vec![false; n + 1];
-    on[0] = true;
-    close(&mut on);
-    for (at, c) in text.char_indices() {
-        while ends.next_if(|&e| e < at).is_some() {}
-        if on[n] && ends.peek() == Some(&at) {
-            return true;
-        }
-        if !on.contains(&true) {
-            return false;
-        }
-        next.fill(false);
-        for k in 0..n {
-            if !on[k] {
-                continue;
-            }
-            match els[k] {
-                El::Star => next[k] = true,
-                El::Any => next[k + 1] = true,
-                El::Class(cl) => next[k + 1] |= class(cl, c).is_some_and(|(m, _)| m),
-                El::Lit(l) => next[k + 1] |= l == c,
-            }
-        }
-        close(&mut next);
-        std::mem::swap(&mut on, &mut next);
-    }
-    on[n] && ends.any(|e| e == text.len())
-}
-
-/// A unit of glob matching: a byte of ASCII text or a char.
-trait Sym: Copy + Ord {
-    fn is(self, c: char) -> bool;
-}
-
-impl Sym for u8 {
-    fn is(self, c: char) -> bool {
-        char::from(self) == c
-    }
-}
-
-impl Sym for char {
-    fn is(self, c: char) -> bool {
-        self == c
-    }
-}
-
-fn glob_at<S: Sym>(p: &[S], t: &[S]) -> bool {
-    // Iterative with single-star backtracking: linear-ish, no recursion blow-up.
-    let (mut pi, mut ti) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() {
-            let c = p[pi];
-            if c.is('*') {
-                star = Some((pi, ti));
-                pi += 1;
-                continue;
-            } else if c.is('?') {
-                pi += 1;
-                ti += 1;
-                continue;
-            } else if c.is('[') {
-                if let Some((matched, len)) = class(&p[pi..], t[ti]) {
-                    if matched {
-                        pi += len;
-                        ti += 1;
-                        continue;
-                    }
-                } else if t[ti].is('[') {
-                    pi += 1;
-                    ti += 1;
-                    continue;
-                }
-            } else if c == t[ti] {
-                pi += 1;
-                ti += 1;
-                continue;
-            }
-        }
-        match star {
-            Some((sp, st)) => {
-                pi = sp + 1;
-                ti = st + 1;
-                star = Some((sp, st + 1));
-            }
-            None => return false,
-        }
-    }
-    while pi < p.len() && p[pi].is('*') {
-        pi += 1;
-    }
-    pi == p.len()
-}
-
-/// A `[…]` class at the start of `p`: whether `c` matches, and the class length.
-fn class<S: Sym>(p: &[S], c: S) -> Option<(bool, usize)> {
-    let mut i = 1;
-    let negate = p.get(1).is_some_and(|x| x.is('!') || x.is('^'));
-    if negate {
-        i += 1;
-    }
-    let start = i;
-    let mut matched = false;
-    while i < p.len() {
-        if p[i].is(']') && i > start {
-            return Some((matched != negate, i + 1));
-        }
-        if i + 2 < p.len() && p[i + 1].is('-') && !p[i + 2].is(']') {
-            if p[i] <= c && c <= p[i + 2] {
-                matched = true;
-            }
-            i += 3;
-        } else {
-            if p[i] == c {
-                matched = true;
-            }
-            i += 1;
-        }
-    }
-    None
+    pinfold_glob::is_match_prefix(pat, text, ends, pinfold_glob::Syntax::SHELL)
 }
 
 #[cfg(test)]
@@ -563,18 +393,6 @@ mod tests {
 
     fn parse(s: &str) -> Pattern {
         Pattern::parse(s, &|n| n == "secrets").unwrap()
-    }
-
-    #[test]
-    fn ascii_bytes_and_chars_match_alike() {
-        let pats = ["a*b", "*", "x?z", "f[0-9]", "f[!0-9]", "[]", "[", "a[", "*[a-c]*", "[!]x]", "[]x]", ".env*", "*/.env*", "a*b*c", "[^a]?*", "[a-]"];
-        let texts = ["", "ab", "axxb", "xyz", "f7", "fa", "[", "a[", "]", "x", "-", "b", ".env.local", "/p/.env", "aXbYbZc", "--"];
-        for p in pats {
-            for t in texts {
-                let (pc, tc): (Vec<char>, Vec<char>) = (p.chars().collect(), t.chars().collect());
-                assert_eq!(glob_at(p.as_bytes(), t.as_bytes()), glob_at(&pc, &tc), "{p} {t}");
-            }
-        }
     }
 
     #[test]

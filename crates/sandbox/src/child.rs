@@ -356,7 +356,7 @@ fn init(base: Base, late: Late, mut rep: Reporter) -> ! {
     let net = prestarted.then(|| sys::unshare(libc::CLONE_NEWNET).and_then(|()| std::fs::File::open("/proc/thread-self/ns/net")));
     // 2. The mount tree, in the mount namespace of our own made before.
     if let Err(e) = mounts::build_base(&base.run_dir) {
-        rep.fail(e);
+        rep.fail(e.to_string());
     }
     // The spec, and its text for the command (read from the parent, or written from the
     // spec init was started with).
@@ -394,7 +394,7 @@ fn init(base: Base, late: Late, mut rep: Reporter) -> ! {
     }
     drop(net);
     if let Err(e) = mounts::build(&spec) {
-        rep.fail(e);
+        rep.fail(e.to_string());
     }
     if let Some(port) = spec.proxy_port {
         if let Err(e) = proxy_listener(port, &mut rep) {
@@ -532,7 +532,7 @@ fn command(spec: &Spec, mut rep: Reporter, mounted: OwnedFd) -> ! {
             degraded.push(format!("Landlock: {e}"));
             None
         }
-        Err(e) => rep.fail(e),
+        Err(e) => rep.fail(e.to_string()),
     };
     rep.send(&Event::Confined { landlock, seccomp: seccomp::rule_names(sockets_off).into_iter().map(String::from).collect(), degraded });
     if let Err(e) = sys::set_dispositions(reset_before_exec(), &spec.ignored_signals) {

@@ -32,41 +32,10 @@ pub const SECRET_PATTERNS: &[&str] = &[
     "DOCKER_AUTH_CONFIG",
 ];
 
-fn glob(p: &[u8], t: &[u8]) -> bool {
-    match (p.first(), t.first()) {
-        (None, None) => true,
-        (Some(b'*'), _) => glob(&p[1..], t) || (!t.is_empty() && glob(p, &t[1..])),
-        (Some(a), Some(b)) if a == b => glob(&p[1..], &t[1..]),
-        _ => false,
-    }
-}
-
-/// `glob`, without backtracking for the shapes every entry of [`SECRET_PATTERNS`] has: `*`
-/// only at either end (`X`, `X*`, `*X`, `*X*`).
-fn matches(p: &str, t: &str) -> bool {
-    let (lead, rest) = match p.strip_prefix('*') {
-        Some(r) => (true, r),
-        None => (false, p),
-    };
-    let (trail, mid) = match rest.strip_suffix('*') {
-        Some(m) => (true, m),
-        None => (false, rest),
-    };
-    if mid.contains('*') {
-        return glob(p.as_bytes(), t.as_bytes());
-    }
-    match (lead, trail) {
-        (false, false) => t == mid,
-        (true, false) => t.ends_with(mid),
-        (false, true) => t.starts_with(mid),
-        (true, true) => t.contains(mid),
-    }
-}
-
 /// Whether a variable named so is removed by default.
 pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    SECRET_PATTERNS.iter().any(|p| matches(p, &upper))
+    SECRET_PATTERNS.iter().any(|p| pinfold_glob::is_match(p, &upper, pinfold_glob::Syntax::STAR))
 }
 
 /// The environment for the command: `env` minus secrets not in `keep`, plus `set`. Returns
@@ -105,17 +74,6 @@ mod tests {
         }
         for n in ["PATH", "HOME", "CARGO_HOME", "LANG", "TERM", "KEYBOARD", "RUST_LOG", "MONKEY"] {
             assert!(!is_secret_name(n), "{n}");
-        }
-    }
-
-    #[test]
-    fn the_shortcut_agrees_with_the_glob() {
-        let names = ["A_TOKEN", "TOKEN", "MY_KEY", "KEYRING", "AWS_X", "XAWS_", "SSH_AUTH_SOCK", "SSH_AUTH_SOCKS", "NPM_CONFIG__AUTH", "PATH", "", "*", "A*B"];
-        let patterns = SECRET_PATTERNS.iter().copied().chain(["*", "**", "A*B", "*A*B*", "X", ""]);
-        for p in patterns {
-            for n in names {
-                assert_eq!(matches(p, n), glob(p.as_bytes(), n.as_bytes()), "pattern {p:?}, name {n:?}");
-            }
         }
     }
 

@@ -15,8 +15,8 @@
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, PathFdError, Ruleset,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, ABI,
 };
 use serde::{Deserialize, Serialize};
 
@@ -26,7 +26,7 @@ pub struct LandlockReport {
     /// The kernel's Landlock ABI (0: none).
     pub abi: i64,
     /// `fully`, `partially` or `not` enforced, as the kernel answered.
-    pub status: String,
+    pub status: Enforcement,
     /// File-system writes limited to the writable roots.
     pub fs: bool,
     /// TCP bind/connect denied (network off or through the proxy, ABI ≥ 4).
@@ -38,6 +38,68 @@ pub struct LandlockReport {
     pub scoped: bool,
     /// Paths that got write access.
     pub writable: Vec<PathBuf>,
+}
+
+/// How much of a ruleset the kernel enforced: the crate's [`RulesetStatus`], serialised as
+/// `fully`, `partially` or `not`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Enforcement {
+    Fully,
+    Partially,
+    Not,
+}
+
+impl From<RulesetStatus> for Enforcement {
+    fn from(s: RulesetStatus) -> Enforcement {
+        match s {
+            RulesetStatus::FullyEnforced => Enforcement::Fully,
+            RulesetStatus::PartiallyEnforced => Enforcement::Partially,
+            RulesetStatus::NotEnforced => Enforcement::Not,
+        }
+    }
+}
+
+impl std::fmt::Display for Enforcement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Enforcement::Fully => "fully",
+            Enforcement::Partially => "partially",
+            Enforcement::Not => "not",
+        })
+    }
+}
+
+/// A step of building or enforcing the ruleset that failed, with the crate's error as the
+/// source.
+#[derive(Debug, thiserror::Error)]
+pub enum LandlockError {
+    #[error("Landlock is not available in this kernel")]
+    Unavailable,
+    #[error("Landlock file-system rights: {0}")]
+    HandleFs(#[source] RulesetError),
+    #[error("Landlock TCP rights: {0}")]
+    HandleTcp(#[source] RulesetError),
+    #[error("Landlock scoping: {0}")]
+    Scope(#[source] RulesetError),
+    #[error("Landlock ruleset: {0}")]
+    Create(#[source] RulesetError),
+    #[error("open /: {0}")]
+    OpenRoot(#[source] PathFdError),
+    #[error("Landlock rule for /: {0}")]
+    RootRule(#[source] RulesetError),
+    #[error("Landlock rule for TCP port {port}: {source}")]
+    PortRule { port: u16, source: RulesetError },
+    /// A device's or a writable root's rule.
+    #[error("Landlock rule for {}: {source}", path.display())]
+    PathRule { path: PathBuf, source: RulesetError },
+    #[error("open writable root {}: {source}", path.display())]
+    OpenWritable { path: PathBuf, source: PathFdError },
+    #[error("Landlock restrict_self: {0}")]
+    RestrictSelf(#[source] RulesetError),
+    /// The kernel answered with less than the whole ruleset.
+    #[error("the kernel enforced the Landlock ruleset {status}, not fully")]
+    NotFullyEnforced { status: Enforcement },
 }
 
 fn abi_from(v: i64) -> ABI {
@@ -97,10 +159,10 @@ pub struct Pending {
 impl Pending {
     /// The ruleset: every file-system right handled (and TCP, and scoping, as the ABI allows),
     /// read and execute granted everywhere, and the proxy's port when there is one.
-    pub fn begin(abi_version: i64, tcp_rule: Tcp) -> Result<Pending, String> {
+    pub fn begin(abi_version: i64, tcp_rule: Tcp) -> Result<Pending, LandlockError> {
         let abi = abi_from(abi_version);
         if abi == ABI::Unsupported {
-            return Err("Landlock is not available in this kernel".into());
+            return Err(LandlockError::Unavailable);
         }
         let all = AccessFs::from_all(abi);
         let read = AccessFs::from_read(abi);
@@ -109,26 +171,26 @@ impl Pending {
         let mut ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::HardRequirement)
             .handle_access(all)
-            .map_err(|e| format!("Landlock file-system rights: {e}"))?;
+            .map_err(LandlockError::HandleFs)?;
         if tcp {
             ruleset = ruleset
                 .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
-                .map_err(|e| format!("Landlock TCP rights: {e}"))?;
+                .map_err(LandlockError::HandleTcp)?;
         }
         if scoped {
             ruleset = ruleset
                 .scope(Scope::AbstractUnixSocket | Scope::Signal)
-                .map_err(|e| format!("Landlock scoping: {e}"))?;
+                .map_err(LandlockError::Scope)?;
         }
-        let mut created = ruleset.create().map_err(|e| format!("Landlock ruleset: {e}"))?;
+        let mut created = ruleset.create().map_err(LandlockError::Create)?;
         // `/` is the host's root inode on both sides of the pivot (the new root is a bind of it).
         created = created
-            .add_rule(PathBeneath::new(PathFd::new("/").map_err(|e| format!("open /: {e}"))?, read))
-            .map_err(|e| format!("Landlock rule for /: {e}"))?;
+            .add_rule(PathBeneath::new(PathFd::new("/").map_err(LandlockError::OpenRoot)?, read))
+            .map_err(LandlockError::RootRule)?;
         if let (true, Tcp::ConnectOnly(port)) = (tcp, tcp_rule) {
             created = created
                 .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
-                .map_err(|e| format!("Landlock rule for TCP port {port}: {e}"))?;
+                .map_err(|source| LandlockError::PortRule { port, source })?;
         }
         Ok(Pending { created, abi_version, abi, all, tcp_rule, tcp, scoped, granted: Vec::new() })
     }
@@ -141,33 +203,34 @@ impl Pending {
     }
 
     /// Let the command use the device `d`; an absent device is simply not granted.
-    pub fn device(mut self, d: &Path) -> Result<Pending, String> {
+    pub fn device(mut self, d: &Path) -> Result<Pending, LandlockError> {
         if let Ok(fd) = PathFd::new(d) {
             let rights = self.rights_for(d);
-            self.created = self.created.add_rule(PathBeneath::new(fd, rights)).map_err(|e| format!("Landlock rule for {}: {e}", d.display()))?;
+            self.created = self
+                .created
+                .add_rule(PathBeneath::new(fd, rights))
+                .map_err(|source| LandlockError::PathRule { path: d.to_path_buf(), source })?;
         }
         Ok(self)
     }
 
     /// Let the command write beneath `w`, which must exist.
-    pub fn writable(mut self, w: &Path) -> Result<Pending, String> {
-        let fd = PathFd::new(w).map_err(|e| format!("open writable root {}: {e}", w.display()))?;
+    pub fn writable(mut self, w: &Path) -> Result<Pending, LandlockError> {
+        let fd = PathFd::new(w).map_err(|source| LandlockError::OpenWritable { path: w.to_path_buf(), source })?;
         let rights = self.rights_for(w);
-        self.created = self.created.add_rule(PathBeneath::new(fd, rights)).map_err(|e| format!("Landlock rule for {}: {e}", w.display()))?;
+        self.created = self
+            .created
+            .add_rule(PathBeneath::new(fd, rights))
+            .map_err(|source| LandlockError::PathRule { path: w.to_path_buf(), source })?;
         self.granted.push(w.to_path_buf());
         Ok(self)
     }
 
     /// Enforce the ruleset on the calling thread; an error unless the kernel enforced it fully.
-    pub fn finish(self) -> Result<LandlockReport, String> {
-        let status = self.created.restrict_self().map_err(|e| format!("Landlock restrict_self: {e}"))?;
-        let status_name = match status.ruleset {
-            RulesetStatus::FullyEnforced => "fully",
-            RulesetStatus::PartiallyEnforced => "partially",
-            RulesetStatus::NotEnforced => "not",
-        };
-        if status.ruleset != RulesetStatus::FullyEnforced {
-            return Err(format!("the kernel enforced the Landlock ruleset {status_name}, not fully"));
+    pub fn finish(self) -> Result<LandlockReport, LandlockError> {
+        let status = Enforcement::from(self.created.restrict_self().map_err(LandlockError::RestrictSelf)?.ruleset);
+        if status != Enforcement::Fully {
+            return Err(LandlockError::NotFullyEnforced { status });
         }
         let tcp_connect_port = match self.tcp_rule {
             Tcp::ConnectOnly(port) if self.tcp => Some(port),
@@ -175,7 +238,7 @@ impl Pending {
         };
         Ok(LandlockReport {
             abi: self.abi_version,
-            status: status_name.into(),
+            status,
             fs: true,
             tcp: self.tcp,
             tcp_connect_port,

@@ -57,7 +57,7 @@ use serde::{Deserialize, Serialize};
 
 pub use child::helper_main;
 pub use env::{is_secret_name, SECRET_PATTERNS};
-pub use landlock_layer::LandlockReport;
+pub use landlock_layer::{Enforcement, LandlockReport};
 /// A sandbox started before its policy is known: [`Prestart::begin`] clones init into new
 /// namespaces; it creates the others and the policy-independent part of the mount tree while the caller
 /// is still deciding what to run; [`Policy::run_prestarted`] then sends it the spec. Dropped
@@ -270,37 +270,116 @@ pub struct SandboxReport {
     pub degraded: Vec<String>,
 }
 
-/// Why the sandbox could not be set up. Each names the layer and what to do.
+/// Why the sandbox could not be set up: one variant per failure, naming the step and the path,
+/// with the system's error kept as the source and what to do in [`SandboxError::hint`].
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     /// The kernel cannot enforce a layer the policy needs.
     #[error("the kernel cannot enforce {layer}: {why}")]
     Unsupported { layer: &'static str, why: String, hint: String },
-    /// A step of the setup failed.
+    /// A step of the setup on this side of the sandbox failed.
     #[error("{step}: {source}")]
     Setup {
-        step: String,
+        step: Step,
         #[source]
         source: std::io::Error,
     },
-    /// The policy is unusable as given (a dangling symlink as a deny path, say).
-    #[error("{0}")]
-    Policy(String),
-    /// The helper reported a failure inside the sandbox before the command ran.
-    #[error("sandbox setup failed: {0}")]
-    Child(String),
+    /// Nothing to run.
+    #[error("no command to run")]
+    NoCommand,
+    /// A deny path is a symbolic link whose target does not exist: nothing to protect, and no
+    /// placeholder can stand in for it.
+    #[error("the protected path {} is a symbolic link to nothing; remove it or point it somewhere real", path.display())]
+    DanglingDenyLink { path: PathBuf },
+    /// A candidate for the run directory exists but is not the user's own, closed directory.
+    #[error("{} is not a directory owned by uid {uid} and closed to others; remove it", path.display())]
+    UnsafeRunDir { path: PathBuf, uid: u32 },
+    /// No candidate for the run directory (none is ever missing: the temp dir is the last).
+    #[error("no place for the run directory")]
+    NoRunDir,
+    /// A placeholder was removed or replaced between being made and being locked, again and
+    /// again.
+    #[error("the placeholder {} keeps changing under pinfold; is another program removing it?", path.display())]
+    PlaceholderChanging { path: PathBuf },
+    /// The spec could not be encoded for the helper.
+    #[error("encode the spec: {0}")]
+    EncodeSpec(#[source] serde_json::Error),
+    /// Making the namespaces failed on this side (the sandbox's init is cloned into them).
+    #[error("sandbox setup failed: create namespaces: {0}")]
+    Namespaces(#[source] std::io::Error),
+    /// The sandbox reported a failed step before the command ran; `step` is its message
+    /// (the typed error stays in the sandbox's process: only its text crosses the pipe).
+    #[error("sandbox setup failed: {step}")]
+    Child { step: String, hint: Option<&'static str> },
+    /// The sandbox exited as a failed setup does without saying which step failed.
+    #[error("sandbox setup failed: the helper ended before the command started")]
+    HelperEnded,
     /// The caller's `release` (see [`Policy::run_released`]) refused; nothing ran.
     #[error("{0}")]
     NotReleased(String),
 }
+
+/// A step of the setup outside the sandbox, for [`SandboxError::Setup`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Resolving the working directory.
+    WorkingDir(PathBuf),
+    /// Creating the run directory (`root/`, `tmp/`, `empty`).
+    RunDir(PathBuf),
+    CreatePlaceholder(PathBuf),
+    OpenPlaceholder(PathBuf),
+    LockPlaceholder(PathBuf),
+    SpecPipe,
+    PassSpecPipe,
+    PassReportPipe,
+    FindExecutable,
+    StartHelper,
+    Signalfd,
+    ReportChannel,
+    PidfdOpen,
+    Poll,
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Step::WorkingDir(p) => write!(f, "working directory {}", p.display()),
+            Step::RunDir(p) => write!(f, "create the run directory {}", p.display()),
+            Step::CreatePlaceholder(p) => write!(f, "create the placeholder {}", p.display()),
+            Step::OpenPlaceholder(p) => write!(f, "open the placeholder {}", p.display()),
+            Step::LockPlaceholder(p) => write!(f, "lock the placeholder {}", p.display()),
+            Step::SpecPipe => f.write_str("create the spec pipe"),
+            Step::PassSpecPipe => f.write_str("pass the spec pipe on"),
+            Step::PassReportPipe => f.write_str("pass the report pipe on"),
+            Step::FindExecutable => f.write_str("find pinfold's own executable"),
+            Step::StartHelper => f.write_str("start the sandbox helper"),
+            Step::Signalfd => f.write_str("signalfd"),
+            Step::ReportChannel => f.write_str("create the report channel"),
+            Step::PidfdOpen => f.write_str("pidfd_open"),
+            Step::Poll => f.write_str("poll"),
+        }
+    }
+}
+
+/// What to do when making user namespaces fails, on either side of the sandbox.
+const USERNS_HINT: &str = "user namespaces may be disabled: check kernel.unprivileged_userns_clone, \
+     kernel.apparmor_restrict_unprivileged_userns and user.max_user_namespaces; `pinfold doctor` tells";
 
 impl SandboxError {
     /// What the user can do about it, when something can be done.
     pub fn hint(&self) -> Option<&str> {
         match self {
             SandboxError::Unsupported { hint, .. } => Some(hint),
+            SandboxError::Namespaces(_) => Some(USERNS_HINT),
+            SandboxError::Child { hint, .. } => *hint,
             _ => None,
         }
+    }
+
+    /// A failure the sandbox reported from inside, by its message.
+    pub(crate) fn child(step: String) -> SandboxError {
+        let hint = step.starts_with("create namespaces").then_some(USERNS_HINT);
+        SandboxError::Child { step, hint }
     }
 }
 
@@ -416,4 +495,60 @@ fn git_dirs(project_root: &Path) -> Vec<PathBuf> {
         out.push(common);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+    use std::io;
+
+    use super::*;
+    use crate::landlock_layer::{Enforcement, LandlockError};
+    use crate::mounts::MountError;
+
+    fn denied() -> io::Error {
+        io::Error::from_raw_os_error(libc::EACCES)
+    }
+
+    /// Each failure names its step and path in the words the report pipe and the CLI have
+    /// always shown, and keeps the system's error as its source.
+    #[test]
+    fn errors_name_the_step_and_keep_the_cause() {
+        let e = MountError::BindWritable { path: "/w".into(), source: denied() };
+        assert_eq!(e.to_string(), format!("bind writable root /w: {}", denied()));
+        assert_eq!(e.source().map(ToString::to_string), Some(denied().to_string()));
+        let e = MountError::Chdir { path: "/p/sub".into(), source: denied() };
+        assert_eq!(e.to_string(), format!("chdir /p/sub: {}", denied()));
+        let e = MountError::LinkDevice { name: "ptmx", source: denied() };
+        assert_eq!(e.to_string(), format!("link /dev/ptmx: {}", denied()));
+        let e = SandboxError::Setup { step: Step::LockPlaceholder("/p/.git".into()), source: denied() };
+        assert_eq!(e.to_string(), format!("lock the placeholder /p/.git: {}", denied()));
+        assert!(e.source().is_some() && e.hint().is_none());
+        let e = LandlockError::NotFullyEnforced { status: Enforcement::Partially };
+        assert_eq!(e.to_string(), "the kernel enforced the Landlock ruleset partially, not fully");
+    }
+
+    /// Making user namespaces fails the same way on either side of the sandbox, with the same
+    /// hint, apart from the message.
+    #[test]
+    fn a_namespace_failure_carries_its_hint() {
+        let here = SandboxError::Namespaces(io::Error::from_raw_os_error(libc::EPERM));
+        let there = SandboxError::child(format!("create namespaces: {}", io::Error::from_raw_os_error(libc::EPERM)));
+        assert_eq!(here.to_string(), there.to_string());
+        assert!(here.to_string().starts_with("sandbox setup failed: create namespaces: "));
+        assert_eq!(here.hint(), there.hint());
+        assert!(here.hint().is_some_and(|h| h.contains("pinfold doctor")));
+        assert_eq!(SandboxError::child("pivot_root: x".into()).hint(), None);
+    }
+
+    /// The report keeps the words it always had for Landlock's status.
+    #[test]
+    fn the_landlock_status_serialises_as_before() {
+        for (s, word) in [(Enforcement::Fully, "fully"), (Enforcement::Partially, "partially"), (Enforcement::Not, "not")] {
+            assert_eq!(serde_json::to_value(s).unwrap(), serde_json::json!(word));
+            assert_eq!(serde_json::from_value::<Enforcement>(serde_json::json!(word)).unwrap(), s);
+            assert_eq!(s.to_string(), word);
+        }
+        assert_eq!(Enforcement::from(landlock::RulesetStatus::FullyEnforced), Enforcement::Fully);
+    }
 }

@@ -22,6 +22,7 @@
 //! parent is still judging the command (see [`crate::Prestart`]); steps 4–8 ([`build`])
 //! follow once the spec is known.
 
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -67,8 +68,61 @@ pub(crate) struct Spec {
     pub ignored_signals: Vec<i32>,
 }
 
-fn step(what: impl Into<String>, r: std::io::Result<()>) -> Result<(), String> {
-    r.map_err(|e| format!("{}: {e}", what.into()))
+/// A step of building the tree that failed: which step, on which path, and the kernel's
+/// answer (kept as the source). Sent to the parent as its message.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MountError {
+    #[error("make mounts private: {0}")]
+    MakePrivate(#[source] io::Error),
+    #[error("bind / at {}: {source}", root.display())]
+    BindHost { root: PathBuf, source: io::Error },
+    #[error("make the root read-only: {0}")]
+    RootReadOnly(#[source] io::Error),
+    #[error("mount a new /proc: {0}")]
+    MountProc(#[source] io::Error),
+    #[error("mount /dev: {0}")]
+    MountDev(#[source] io::Error),
+    #[error("create /dev/{name}: {source}")]
+    CreateDevice { name: &'static str, source: io::Error },
+    #[error("bind /dev/{name}: {source}")]
+    BindDevice { name: &'static str, source: io::Error },
+    #[error("mkdir /dev/{name}: {source}")]
+    MakeDevDir { name: &'static str, source: io::Error },
+    #[error("mount /dev/{name}: {source}")]
+    MountDevFs { name: &'static str, source: io::Error },
+    #[error("link /dev/{name}: {source}")]
+    LinkDevice { name: &'static str, source: io::Error },
+    #[error("make /dev read-only: {0}")]
+    DevReadOnly(#[source] io::Error),
+    #[error("detach the early /proc: {0}")]
+    DetachProc(#[source] io::Error),
+    #[error("detach the early /dev: {0}")]
+    DetachDev(#[source] io::Error),
+    #[error("bind writable root {}: {source}", path.display())]
+    BindWritable { path: PathBuf, source: io::Error },
+    #[error("set nosuid,nodev on {}: {source}", path.display())]
+    WritableFlags { path: PathBuf, source: io::Error },
+    #[error("pin {}: {source}", path.display())]
+    Pin { path: PathBuf, source: io::Error },
+    #[error("bind {} over itself: {source}", path.display())]
+    BindDenied { path: PathBuf, source: io::Error },
+    #[error("make {} read-only: {source}", path.display())]
+    DeniedReadOnly { path: PathBuf, source: io::Error },
+    #[error("hide directory {}: {source}", path.display())]
+    HideDir { path: PathBuf, source: io::Error },
+    #[error("hide file {}: {source}", path.display())]
+    HideFile { path: PathBuf, source: io::Error },
+    #[error("make the stand-in for {} read-only: {source}", path.display())]
+    StandInReadOnly { path: PathBuf, source: io::Error },
+    #[error("mount the private temp dir at {}: {source}", path.display())]
+    PrivateTmp { path: PathBuf, source: io::Error },
+    /// Into the new root before the pivot, or (last) into the working directory.
+    #[error("chdir {}: {source}", path.display())]
+    Chdir { path: PathBuf, source: io::Error },
+    #[error("pivot_root: {0}")]
+    PivotRoot(#[source] io::Error),
+    #[error("detach the old root: {0}")]
+    DetachOldRoot(#[source] io::Error),
 }
 
 /// `root` joined with an absolute `p`.
@@ -81,7 +135,7 @@ const MS_REC: libc::c_ulong = libc::MS_REC;
 
 /// Steps 1–3: the part of the tree that is the same for every policy. Runs in the sandbox's
 /// init, with capabilities in its user namespace, in a fresh mount namespace.
-pub(crate) fn build_base(run_dir: &Path) -> Result<(), String> {
+pub(crate) fn build_base(run_dir: &Path) -> Result<(), MountError> {
     let root = run_dir.join("root");
     make_private()?;
     bind_host_read_only(&root)?;
@@ -90,7 +144,7 @@ pub(crate) fn build_base(run_dir: &Path) -> Result<(), String> {
 }
 
 /// Steps 4–8, on top of [`build_base`]: the policy's binds, then pivot into the tree.
-pub(crate) fn build(spec: &Spec) -> Result<(), String> {
+pub(crate) fn build(spec: &Spec) -> Result<(), MountError> {
     let root = spec.run_dir.join("root");
     let special = covers_proc_or_dev(spec);
     if special {
@@ -120,7 +174,7 @@ pub(crate) fn build(spec: &Spec) -> Result<(), String> {
         mount_dev(&root)?;
     }
     pivot(&root)?;
-    step(format!("chdir {}", spec.cwd.display()), std::env::set_current_dir(&spec.cwd))
+    std::env::set_current_dir(&spec.cwd).map_err(|source| MountError::Chdir { path: spec.cwd.clone(), source })
 }
 
 /// Whether a bind of steps 4–6 lands on, above or inside `/proc` or `/dev`.
@@ -132,51 +186,45 @@ pub(crate) fn covers_proc_or_dev(spec: &Spec) -> bool {
 }
 
 /// Step 1: nothing we mount may propagate to the host's mount namespace.
-fn make_private() -> Result<(), String> {
-    step("make mounts private", sys::mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None))
+fn make_private() -> Result<(), MountError> {
+    sys::mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None).map_err(MountError::MakePrivate)
 }
 
 /// Step 2: the host's tree at `root`, read-only everywhere.
-fn bind_host_read_only(root: &Path) -> Result<(), String> {
-    step(format!("bind / at {}", root.display()), sys::mount(Some(Path::new("/")), root, None, MS_BIND | MS_REC, None))?;
-    step(
-        "make the root read-only",
-        sys::mount_setattr_recursive(root, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0),
-    )
+fn bind_host_read_only(root: &Path) -> Result<(), MountError> {
+    sys::mount(Some(Path::new("/")), root, None, MS_BIND | MS_REC, None)
+        .map_err(|source| MountError::BindHost { root: root.to_path_buf(), source })?;
+    sys::mount_setattr_recursive(root, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0).map_err(MountError::RootReadOnly)
 }
 
 /// Step 4: a writable root, bound from the host (whose mount is writable) over the
 /// read-only copy.
-fn bind_writable(root: &Path, w: &Path) -> Result<(), String> {
+fn bind_writable(root: &Path, w: &Path) -> Result<(), MountError> {
     let target = under(root, w);
-    step(format!("bind writable root {}", w.display()), sys::mount(Some(w), &target, None, MS_BIND | MS_REC, None))?;
+    sys::mount(Some(w), &target, None, MS_BIND | MS_REC, None).map_err(|source| MountError::BindWritable { path: w.to_path_buf(), source })?;
     // Writable, but still no setuid binaries or devices. (Read-only flags the host set on
     // mounts below the root stay: they are locked in a user namespace, and rightly so.)
-    step(
-        format!("set nosuid,nodev on {}", w.display()),
-        sys::mount_setattr_recursive(&target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0),
-    )
+    sys::mount_setattr_recursive(&target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0)
+        .map_err(|source| MountError::WritableFlags { path: w.to_path_buf(), source })
 }
 
 /// Step 5a: a directory holding protected paths, bound over itself: still writable, but a
 /// mount point cannot be renamed or removed, so `mv .git .g` and `rm -rf .git` stop at it.
-fn pin(root: &Path, p: &Path) -> Result<(), String> {
+fn pin(root: &Path, p: &Path) -> Result<(), MountError> {
     let target = under(root, p);
-    step(format!("pin {}", p.display()), sys::mount(Some(&target), &target, None, MS_BIND | MS_REC, None))
+    sys::mount(Some(&target), &target, None, MS_BIND | MS_REC, None).map_err(|source| MountError::Pin { path: p.to_path_buf(), source })
 }
 
 /// Step 5b: a deny path read-only again, on top of the writable root that contains it.
-fn bind_read_only(root: &Path, d: &Path) -> Result<(), String> {
+fn bind_read_only(root: &Path, d: &Path) -> Result<(), MountError> {
     let target = under(root, d);
-    step(format!("bind {} over itself", d.display()), sys::mount(Some(&target), &target, None, MS_BIND | MS_REC, None))?;
-    step(
-        format!("make {} read-only", d.display()),
-        sys::mount_setattr_recursive(&target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0),
-    )
+    sys::mount(Some(&target), &target, None, MS_BIND | MS_REC, None).map_err(|source| MountError::BindDenied { path: d.to_path_buf(), source })?;
+    sys::mount_setattr_recursive(&target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0)
+        .map_err(|source| MountError::DeniedReadOnly { path: d.to_path_buf(), source })
 }
 
 /// Step 6: an unreadable path replaced by an empty one.
-fn hide(root: &Path, r: &Path, is_dir: bool, empty_file: &Path) -> Result<(), String> {
+fn hide(root: &Path, r: &Path, is_dir: bool, empty_file: &Path) -> Result<(), MountError> {
     let target = under(root, r);
     // Gone since the parent looked (a socket removed by its server, say): there is nothing
     // left to read. Write-deny paths get no such leniency.
@@ -184,83 +232,71 @@ fn hide(root: &Path, r: &Path, is_dir: bool, empty_file: &Path) -> Result<(), St
         return Ok(());
     }
     if is_dir {
-        step(
-            format!("hide directory {}", r.display()),
-            sys::mount(Some(Path::new("tmpfs")), &target, Some("tmpfs"), libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, Some("size=4k,mode=0500")),
-        )
+        sys::mount(Some(Path::new("tmpfs")), &target, Some("tmpfs"), libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, Some("size=4k,mode=0500"))
+            .map_err(|source| MountError::HideDir { path: r.to_path_buf(), source })
     } else {
-        step(format!("hide file {}", r.display()), sys::mount(Some(empty_file), &target, None, MS_BIND, None))?;
-        step(
-            format!("make the stand-in for {} read-only", r.display()),
-            sys::mount_setattr_recursive(&target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0),
-        )
+        sys::mount(Some(empty_file), &target, None, MS_BIND, None).map_err(|source| MountError::HideFile { path: r.to_path_buf(), source })?;
+        sys::mount_setattr_recursive(&target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0)
+            .map_err(|source| MountError::StandInReadOnly { path: r.to_path_buf(), source })
     }
 }
 
 /// Step 6b: the private temp dir, a fresh tmpfs nobody else sees, gone when the run ends.
-fn private_tmp(root: &Path, tmp: &Path) -> Result<(), String> {
-    step(
-        format!("mount the private temp dir at {}", tmp.display()),
-        sys::mount(Some(Path::new("tmpfs")), &under(root, tmp), Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some("mode=0700")),
-    )
+fn private_tmp(root: &Path, tmp: &Path) -> Result<(), MountError> {
+    sys::mount(Some(Path::new("tmpfs")), &under(root, tmp), Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some("mode=0700"))
+        .map_err(|source| MountError::PrivateTmp { path: tmp.to_path_buf(), source })
 }
 
 /// Step 7: a bind of steps 4–6 would cover, or land inside, the `/proc` or `/dev` of step 3
 /// (a writable `/`, a hidden `/dev/sda`): take both away first (with their submounts), so the
 /// binds land where they would in a tree built with `/proc` and `/dev` last; they are mounted
 /// again after the binds.
-fn detach_proc_and_dev(root: &Path) -> Result<(), String> {
-    step("detach the early /proc", sys::umount2(&root.join("proc"), libc::MNT_DETACH))?;
-    step("detach the early /dev", sys::umount2(&root.join("dev"), libc::MNT_DETACH))
+fn detach_proc_and_dev(root: &Path) -> Result<(), MountError> {
+    sys::umount2(&root.join("proc"), libc::MNT_DETACH).map_err(MountError::DetachProc)?;
+    sys::umount2(&root.join("dev"), libc::MNT_DETACH).map_err(MountError::DetachDev)
 }
 
 /// Step 3a: a `/proc` that shows only the sandbox's own processes.
-fn mount_proc(root: &Path) -> Result<(), String> {
-    step(
-        "mount a new /proc",
-        sys::mount(Some(Path::new("proc")), &root.join("proc"), Some("proc"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None),
-    )
+fn mount_proc(root: &Path) -> Result<(), MountError> {
+    sys::mount(Some(Path::new("proc")), &root.join("proc"), Some("proc"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, None)
+        .map_err(MountError::MountProc)
 }
 
 /// Device nodes a command may use, bound from the host.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
 /// Step 3b: a minimal `/dev`: the devices above, a private devpts and shm, the usual links.
-fn mount_dev(root: &Path) -> Result<(), String> {
+fn mount_dev(root: &Path) -> Result<(), MountError> {
     let dev = root.join("dev");
-    step("mount /dev", sys::mount(Some(Path::new("tmpfs")), &dev, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NOEXEC, Some("size=64k,mode=0755")))?;
+    sys::mount(Some(Path::new("tmpfs")), &dev, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NOEXEC, Some("size=64k,mode=0755")).map_err(MountError::MountDev)?;
     for d in DEVICES {
         let host = Path::new("/dev").join(d);
         if !host.exists() {
             continue;
         }
         let target = dev.join(d);
-        step(format!("create /dev/{d}"), std::fs::File::create(&target).map(drop))?;
-        step(format!("bind /dev/{d}"), sys::mount(Some(&host), &target, None, MS_BIND, None))?;
+        std::fs::File::create(&target).map_err(|source| MountError::CreateDevice { name: *d, source })?;
+        sys::mount(Some(&host), &target, None, MS_BIND, None).map_err(|source| MountError::BindDevice { name: *d, source })?;
     }
     for (dir, fstype, opts) in [("pts", "devpts", "newinstance,ptmxmode=0666,mode=0620"), ("shm", "tmpfs", "mode=1777,size=64m")] {
         let target = dev.join(dir);
-        step(format!("mkdir /dev/{dir}"), std::fs::create_dir(&target))?;
-        step(
-            format!("mount /dev/{dir}"),
-            sys::mount(Some(Path::new(fstype)), &target, Some(fstype), libc::MS_NOSUID | libc::MS_NOEXEC, Some(opts)),
-        )?;
+        std::fs::create_dir(&target).map_err(|source| MountError::MakeDevDir { name: dir, source })?;
+        sys::mount(Some(Path::new(fstype)), &target, Some(fstype), libc::MS_NOSUID | libc::MS_NOEXEC, Some(opts))
+            .map_err(|source| MountError::MountDevFs { name: dir, source })?;
     }
     for (link, to) in [("ptmx", "pts/ptmx"), ("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")] {
-        step(format!("link /dev/{link}"), std::os::unix::fs::symlink(to, dev.join(link)))?;
+        std::os::unix::fs::symlink(to, dev.join(link)).map_err(|source| MountError::LinkDevice { name: link, source })?;
     }
     // The tmpfs itself read-only: no new device files or links in /dev.
-    step(
-        "make /dev read-only",
-        sys::mount(None, &dev, None, libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC, None),
-    )
+    sys::mount(None, &dev, None, libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC, None)
+        .map_err(MountError::DevReadOnly)
 }
 
 /// Step 8: the new tree becomes `/`; the old root is detached, so nothing outside the tree
 /// is reachable by path (`/proc/1/root` included: pid 1 is the sandbox's init).
-fn pivot(root: &Path) -> Result<(), String> {
-    step(format!("chdir {}", root.display()), std::env::set_current_dir(root))?;
-    step("pivot_root", sys::pivot_root(Path::new("."), Path::new(".")))?;
-    step("detach the old root", sys::umount2(Path::new("."), libc::MNT_DETACH))?;
-    step("chdir /", std::env::set_current_dir("/"))
+fn pivot(root: &Path) -> Result<(), MountError> {
+    std::env::set_current_dir(root).map_err(|source| MountError::Chdir { path: root.to_path_buf(), source })?;
+    sys::pivot_root(Path::new("."), Path::new(".")).map_err(MountError::PivotRoot)?;
+    sys::umount2(Path::new("."), libc::MNT_DETACH).map_err(MountError::DetachOldRoot)?;
+    std::env::set_current_dir("/").map_err(|source| MountError::Chdir { path: PathBuf::from("/"), source })
 }

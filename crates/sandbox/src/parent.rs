@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::child::{Base, Event, Late, FORWARDED, GO, SETUP_FAILED};
 use crate::mounts::Spec;
-use crate::{env, probe, sys, LayerStatus, Network, Outcome, Plan, Policy, SandboxError, SandboxReport};
+use crate::{env, probe, sys, LayerStatus, Network, Outcome, Plan, Policy, SandboxError, SandboxReport, Step};
 
 /// Paths resolved against the file system at start.
 struct Resolved {
@@ -58,38 +58,10 @@ fn expand(p: &Path) -> Vec<PathBuf> {
     current
 }
 
+/// A path component against a component of a deny path: `*`, `?` and classes that end at
+/// their first `]` (see [`pinfold_glob::Classes::FirstBracket`]).
 fn glob_match(p: &str, t: &str) -> bool {
-    fn go(p: &[char], t: &[char]) -> bool {
-        match (p.first(), t.first()) {
-            (None, None) => true,
-            (Some('*'), _) => go(&p[1..], t) || (!t.is_empty() && go(p, &t[1..])),
-            (Some('?'), Some(_)) => go(&p[1..], &t[1..]),
-            (Some('['), Some(c)) => match p.iter().position(|x| *x == ']') {
-                Some(end) if end > 1 => {
-                    let class = &p[1..end];
-                    let (neg, class) = if class.first() == Some(&'!') { (true, &class[1..]) } else { (false, class) };
-                    let mut hit = false;
-                    let mut i = 0;
-                    while i < class.len() {
-                        if i + 2 < class.len() && class[i + 1] == '-' {
-                            hit |= class[i] <= *c && *c <= class[i + 2];
-                            i += 3;
-                        } else {
-                            hit |= class[i] == *c;
-                            i += 1;
-                        }
-                    }
-                    (hit != neg) && go(&p[end + 1..], &t[1..])
-                }
-                _ => *c == '[' && go(&p[1..], &t[1..]),
-            },
-            (Some(a), Some(b)) if a == b => go(&p[1..], &t[1..]),
-            _ => false,
-        }
-    }
-    let p: Vec<char> = p.chars().collect();
-    let t: Vec<char> = t.chars().collect();
-    go(&p, &t)
+    pinfold_glob::is_match(p, t, pinfold_glob::Syntax::FIRST_BRACKET)
 }
 
 fn under_any(p: &Path, roots: &[PathBuf]) -> bool {
@@ -139,10 +111,7 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
                 }
                 Err(_) => {
                     if std::fs::symlink_metadata(&d).is_ok() {
-                        return Err(SandboxError::Policy(format!(
-                            "the protected path {} is a symbolic link to nothing; remove it or point it somewhere real",
-                            d.display()
-                        )));
+                        return Err(SandboxError::DanglingDenyLink { path: d });
                     }
                     // Only paths a command could create need a placeholder.
                     let Some((ph, is_dir)) = placeholder_for(&d, &mut memo) else { continue };
@@ -281,10 +250,7 @@ fn run_base(uid: u32) -> Result<PathBuf, SandboxError> {
         // Fast path: already set up.
         if let Ok(m) = std::fs::symlink_metadata(&base) {
             if !m.is_dir() || m.uid() != uid || m.mode() & 0o022 != 0 {
-                last_err = Some(SandboxError::Policy(format!(
-                    "{} is not a directory owned by uid {uid} and closed to others; remove it",
-                    base.display()
-                )));
+                last_err = Some(SandboxError::UnsafeRunDir { path: base, uid });
                 continue;
             }
             if base.join("empty").exists() {
@@ -293,10 +259,10 @@ fn run_base(uid: u32) -> Result<PathBuf, SandboxError> {
         }
         match create_base(&base) {
             Ok(()) => return Ok(base),
-            Err(source) => last_err = Some(SandboxError::Setup { step: format!("create the run directory {}", base.display()), source }),
+            Err(source) => last_err = Some(SandboxError::Setup { step: Step::RunDir(base), source }),
         }
     }
-    Err(last_err.unwrap_or_else(|| SandboxError::Policy("no place for the run directory".into())))
+    Err(last_err.unwrap_or(SandboxError::NoRunDir))
 }
 
 fn create_base(base: &Path) -> std::io::Result<()> {
@@ -338,7 +304,6 @@ impl Placeholders {
     /// mid-removal by another run is made again.
     fn hold(&mut self, path: &Path, is_dir: bool) -> Result<(), SandboxError> {
         use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-        let step = |what: &str| format!("{what} the placeholder {}", path.display());
         for _ in 0..16 {
             // A file made here is held by the descriptor that made it; a directory, or a
             // placeholder found, is opened (without following a link planted in its place).
@@ -350,19 +315,19 @@ impl Placeholders {
             let (created, made) = match made {
                 Ok(f) => (true, f),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (false, None),
-                Err(source) => return Err(SandboxError::Setup { step: step("create"), source }),
+                Err(source) => return Err(SandboxError::Setup { step: Step::CreatePlaceholder(path.to_path_buf()), source }),
             };
             let file = match made.map_or_else(|| std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path), Ok) {
                 Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(source) => return Err(SandboxError::Setup { step: step("open"), source }),
+                Err(source) => return Err(SandboxError::Setup { step: Step::OpenPlaceholder(path.to_path_buf()), source }),
             };
             if created {
                 // Best effort: where the file system has no user xattrs the placeholder is
                 // left in place after the run rather than risk removing a user's file.
                 let _ = sys::fsetxattr(&file, PLACEHOLDER_MARK, b"1");
             }
-            sys::flock(&file, libc::LOCK_SH).map_err(|source| SandboxError::Setup { step: step("lock"), source })?;
+            sys::flock(&file, libc::LOCK_SH).map_err(setup_err(Step::LockPlaceholder(path.to_path_buf())))?;
             let (held, now) = (file.metadata(), std::fs::symlink_metadata(path));
             if let (Ok(h), Ok(n)) = (held, now)
                 && (h.dev(), h.ino()) == (n.dev(), n.ino())
@@ -372,7 +337,7 @@ impl Placeholders {
             }
             // Removed (or replaced) between our open and our lock: start over.
         }
-        Err(SandboxError::Policy(format!("the placeholder {} keeps changing under pinfold; is another program removing it?", path.display())))
+        Err(SandboxError::PlaceholderChanging { path: path.to_path_buf() })
     }
 
     fn created(&self) -> Vec<PathBuf> {
@@ -421,7 +386,7 @@ pub(crate) fn run(
     listener: &mut dyn FnMut(std::net::TcpListener),
 ) -> Result<Outcome, SandboxError> {
     if argv.is_empty() {
-        return Err(SandboxError::Policy("no command to run".into()));
+        return Err(SandboxError::NoCommand);
     }
     let abi = sys::landlock_abi();
     if abi < 1 && !policy.allow_degraded {
@@ -431,7 +396,7 @@ pub(crate) fn run(
             hint: "use Linux 5.13 or newer with Landlock enabled (lsm=…,landlock), or pass --allow-degraded to run without it".into(),
         });
     }
-    let cwd = sys::canonicalize(&policy.cwd).map_err(|source| SandboxError::Setup { step: format!("working directory {}", policy.cwd.display()), source })?;
+    let cwd = sys::canonicalize(&policy.cwd).map_err(setup_err(Step::WorkingDir(policy.cwd.clone())))?;
     let mut r = resolve(policy)?;
     let (uid, gid) = sys::ids();
     let run_dir = run_base(uid)?;
@@ -511,8 +476,8 @@ pub(crate) fn run(
     Ok(Outcome { code, report, reaper: std::sync::Arc::new(reaper) })
 }
 
-fn setup_err(step: &str) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
-    move |source| SandboxError::Setup { step: step.to_string(), source }
+fn setup_err(step: Step) -> impl FnOnce(std::io::Error) -> SandboxError {
+    move |source| SandboxError::Setup { step, source }
 }
 
 /// Whether this process runs a single thread (so a forked child may allocate).
@@ -534,16 +499,16 @@ const INIT_NAMESPACES: libc::c_int = libc::CLONE_NEWUSER | libc::CLONE_NEWPID;
 fn start_sandbox(spec: &Spec, rep_w: std::os::fd::OwnedFd) -> Result<libc::pid_t, SandboxError> {
     let force_exec = std::env::var_os("PINFOLD_SANDBOX_REEXEC").is_some_and(|v| v == "1");
     if !force_exec && single_threaded() {
-        let pid = sys::clone_into_namespaces(INIT_NAMESPACES).map_err(|e| SandboxError::Child(with_hint(&format!("create namespaces: {e}"))))?;
+        let pid = sys::clone_into_namespaces(INIT_NAMESPACES).map_err(SandboxError::Namespaces)?;
         if pid == 0 {
             crate::child::init_in_fork(Base::of(spec), Late::Known(spec.clone()), std::fs::File::from(rep_w));
         }
         return Ok(pid);
     }
-    let (spec_r, spec_w) = sys::pipe().map_err(setup_err("create the spec pipe"))?;
-    sys::clear_cloexec(spec_r.as_raw_fd()).map_err(setup_err("pass the spec pipe on"))?;
-    sys::clear_cloexec(rep_w.as_raw_fd()).map_err(setup_err("pass the report pipe on"))?;
-    let exe = std::env::current_exe().map_err(setup_err("find pinfold's own executable"))?;
+    let (spec_r, spec_w) = sys::pipe().map_err(setup_err(Step::SpecPipe))?;
+    sys::clear_cloexec(spec_r.as_raw_fd()).map_err(setup_err(Step::PassSpecPipe))?;
+    sys::clear_cloexec(rep_w.as_raw_fd()).map_err(setup_err(Step::PassReportPipe))?;
+    let exe = std::env::current_exe().map_err(setup_err(Step::FindExecutable))?;
     let child = std::process::Command::new(exe)
         .arg(crate::HELPER_ARG)
         .arg("run")
@@ -551,11 +516,11 @@ fn start_sandbox(spec: &Spec, rep_w: std::os::fd::OwnedFd) -> Result<libc::pid_t
         .arg(rep_w.as_raw_fd().to_string())
         .env_clear()
         .spawn()
-        .map_err(setup_err("start the sandbox helper"))?;
+        .map_err(setup_err(Step::StartHelper))?;
     drop(spec_r);
     drop(rep_w);
     let mut w = std::fs::File::from(spec_w);
-    let json = serde_json::to_vec(spec).map_err(|e| SandboxError::Policy(format!("encode the spec: {e}")))?;
+    let json = serde_json::to_vec(spec).map_err(SandboxError::EncodeSpec)?;
     // A helper that died early closes the pipe: the error shows in its report instead.
     let _ = w.write_all(&json);
     Ok(child.id() as libc::pid_t)
@@ -628,11 +593,11 @@ fn spawn_and_wait(
 ) -> Result<(i32, Reaper), SandboxError> {
     // Take forwarded signals from a signalfd while the command runs (Ctrl-C reaches us, the
     // sandbox and the command alike; the command, in its own session, gets it from us).
-    let sigfd = sys::signalfd_for(FORWARDED).map_err(setup_err("signalfd"))?;
+    let sigfd = sys::signalfd_for(FORWARDED).map_err(setup_err(Step::Signalfd))?;
     let started = match pre {
         Some(p) => Ok(p.commit(spec)),
         None => sys::socketpair()
-            .map_err(setup_err("create the report channel"))
+            .map_err(setup_err(Step::ReportChannel))
             .and_then(|(rep_r, rep_w)| start_sandbox(spec, rep_w).map(|pid| (pid, rep_r))),
     };
     let (pid, rep_r) = match started {
@@ -653,7 +618,7 @@ fn spawn_and_wait(
     }
     // A sandbox that failed meanwhile has closed its end: its report says why.
     let _ = sys::send_nosignal(&rep_r, GO);
-    let pidfd = sys::pidfd_open(pid).map_err(setup_err("pidfd_open"))?;
+    let pidfd = sys::pidfd_open(pid).map_err(setup_err(Step::PidfdOpen))?;
     let rep = rep_r;
     let mut buf: Vec<u8> = Vec::new();
     let mut rep_open = true;
@@ -666,7 +631,7 @@ fn spawn_and_wait(
         if rep_open {
             fds.push(rep.as_raw_fd());
         }
-        let ready = sys::poll_read(&fds, -1).map_err(setup_err("poll"))?;
+        let ready = sys::poll_read(&fds, -1).map_err(setup_err(Step::Poll))?;
         if ready[0] {
             if let Ok(sig) = sys::read_signal(&sigfd) {
                 let _ = sys::kill(pid, sig);
@@ -740,10 +705,10 @@ fn spawn_and_wait(
         }
     }
     if let Some(step) = failed {
-        return Err(SandboxError::Child(with_hint(&step)));
+        return Err(SandboxError::child(step));
     }
     if !confined && code == SETUP_FAILED {
-        return Err(SandboxError::Child("the helper ended before the command started".into()));
+        return Err(SandboxError::HelperEnded);
     }
     Ok((code, reaper))
 }
@@ -778,18 +743,6 @@ fn exit_event(buf: &[u8]) -> Option<i32> {
 /// Whether the `Listening` line is complete in `buf`.
 fn listening_event(buf: &[u8]) -> bool {
     buf.split(|b| *b == b'\n').any(|l| matches!(serde_json::from_slice::<Event>(l), Ok(Event::Listening { .. })))
-}
-
-/// Add what to do to the failures people can fix.
-fn with_hint(step: &str) -> String {
-    if step.starts_with("create namespaces") {
-        format!(
-            "{step} (user namespaces may be disabled: check kernel.unprivileged_userns_clone, \
-             kernel.apparmor_restrict_unprivileged_userns and user.max_user_namespaces; `pinfold doctor` tells)"
-        )
-    } else {
-        step.to_string()
-    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,12 @@
 //! Architecture: the filter allows only native x86_64 calls. The x32 ABI (numbers with bit
 //! 30 set, which would otherwise slip past every number below) and 32-bit `int 0x80` calls
 //! (another numbering) get `ENOSYS`; 32-bit programs cannot run inside the sandbox.
+//!
+//! Why emitted here rather than by seccompiler (0.5.0, the pure-Rust compiler): it emits one
+//! comparison per system call in a chain, not a search; one match action per filter (we
+//! return `EPERM`, `ENOSYS` and `EAFNOSUPPORT`); `KILL_PROCESS` for a foreign architecture;
+//! and it cannot test a range of numbers, so x32 calls could not be refused. The details are
+//! in `docs/design/own-code.md`.
 
 use serde::Serialize;
 

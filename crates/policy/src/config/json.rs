@@ -7,6 +7,11 @@
 //! building the same [`Node`] tree the TOML and YAML readers build. String escapes are decoded
 //! by `serde_json` itself, so string semantics are exactly serde_json's. Duplicate keys are
 //! rejected, as TOML and YAML do.
+//!
+//! Why not a span-keeping crate: jsonc-parser (0.34.0) keeps ranges, but even in its strictest
+//! setting accepts raw control characters inside strings and keeps duplicate keys, and decodes
+//! strings its own way; json-spanned-value (0.2.2) is strict, but its files date from 2020 and
+//! it finds spans through a side channel in `io::Read`. See `docs/design/own-code.md`.
 
 use std::borrow::Cow;
 
