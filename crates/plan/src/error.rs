@@ -9,13 +9,10 @@ pub struct Error {
 }
 
 impl Error {
+    /// An error with this headline; the libraries' errors keep their hints apart from their
+    /// messages (`hint()`), and [`Error::hint`] adds one.
     pub fn new(h: impl Into<String>) -> Error {
-        let h: String = h.into();
-        // Messages that carry their own `hint:` line keep it separate.
-        match h.split_once("\nhint: ") {
-            Some((head, hint)) => Error { headline: head.to_string(), causes: Vec::new(), hint: Some(hint.to_string()) },
-            None => Error { headline: h, causes: Vec::new(), hint: None },
-        }
+        Error { headline: h.into(), causes: Vec::new(), hint: None }
     }
 
     /// The headline and causes on one line (for protocols that take one line).
