@@ -52,7 +52,7 @@ env.keep = ["CARGO_HOME", "BUILD_FLAGS"]
 fs.write.allow = ["a"]
 fs.read.deny = ["~/.netrc"]
 network.allow = true
-network.hosts = ["crates.io", "static.crates.io"]
+network.hosts = ["crates.io", "static.crates.io"]  # address-literal: never connected (planned, nothing runs)
 env.keep = ["CARGO_HOME"]
 
 [sandbox.web]
@@ -131,7 +131,7 @@ fn every_protected_write_path_is_in_the_sandbox() {
     assert!(has(w, f.proj.join("pinfold.toml")));
     // Every name a policy file may have, in the root and each directory down to cwd.
     for dir in [f.proj.clone(), f.proj.join("a"), f.proj.join("a/b")] {
-        for stem in ["pinfold", "pinfold.local"] {
+        for stem in ["pinfold", "pinfold.local"] { // address-literal: never connected (a file name)
             for ext in ["toml", "yaml", "yml", "json"] {
                 assert!(has(w, dir.join(format!("{stem}.{ext}"))), "{}/{stem}.{ext}", dir.display());
             }
