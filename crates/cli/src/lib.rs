@@ -161,15 +161,12 @@ pub fn run_main() -> std::convert::Infallible {
     if raw.get(1).map(String::as_str) == Some(pinfold_sandbox::HELPER_ARG) {
         pinfold_sandbox::helper_main(&raw[2..]);
     }
-    // `check` runs before every command an agent runs: its usual argv is read here without
-    // building clap's command tree, about a fifth of a whole `check` (docs/performance.md).
-    // Anything else, help and every error included, is clap's to parse and to word.
-    // `exec` likewise, for the forms the agent hooks write (`exec --sandbox P -- TEXT`).
+    // `check`, `exec` and `hook` run for every command an agent runs: their arguments are
+    // read by clap from the one definition, but without building the whole command tree
+    // (see `one_subcommand`). Anything else, help and every error included, is the whole
+    // tree's to parse and to word.
     let args = raw.get(1..).unwrap_or_default();
-    let command = quick_check_args(args)
-        .map(Command::Check)
-        .or_else(|| quick_exec_args(args).map(Command::Exec))
-        .unwrap_or_else(|| Cli::parse().command);
+    let command = one_subcommand(args).unwrap_or_else(|| Cli::parse().command);
     let code = match run(command, dirs()) {
         Ok(code) => code,
         Err(e) => {
@@ -200,107 +197,24 @@ pub(crate) fn report(e: &anyhow_lite::Error) {
     }
 }
 
-/// `pinfold check`'s arguments when they are in a form clap would read the same way: options
-/// before the command, each at most once, `--json` or `--explain` not both, option values
-/// that cannot be mistaken for flags. `None` for anything else, which clap then parses (the
-/// `tests` module checks the two agree).
-fn quick_check_args(args: &[String]) -> Option<CheckArgs> {
+/// The command, read by clap from the definitions above (`CheckArgs`, `ExecArgs`,
+/// `HookArgs`) but with only the named subcommand built: clap's whole command tree, every
+/// subcommand with its help, costs about a third of a `check`, one subcommand's a quarter of
+/// that (docs/performance.md). `None` for another subcommand, for help and for any error: the
+/// whole tree parses those, and words the error for a person (the `tests` module checks that
+/// both readings agree).
+fn one_subcommand(args: &[String]) -> Option<Command> {
+    fn read<T: clap::Args + clap::FromArgMatches>(name: &'static str, rest: &[String]) -> Option<T> {
+        let command = T::augment_args(clap::Command::new(name).no_binary_name(true));
+        T::from_arg_matches(&command.try_get_matches_from(rest).ok()?).ok()
+    }
     let (first, rest) = args.split_first()?;
-    if first != "check" {
-        return None;
+    match first.as_str() {
+        "check" => read("check", rest).map(Command::Check),
+        "exec" => read("exec", rest).map(Command::Exec),
+        "hook" => read("hook", rest).map(Command::Hook),
+        _ => None,
     }
-    let mut a = CheckArgs { config: None, cwd: None, json: false, explain: false, command: Vec::new() };
-    let value = |v: Option<&String>| option_value(v).map(PathBuf::from);
-    let mut i = 0;
-    while let Some(arg) = rest.get(i) {
-        i += 1;
-        match arg.as_str() {
-            "--" => {
-                a.command = rest[i..].to_vec();
-                break;
-            }
-            "--json" if !a.json => a.json = true,
-            "--explain" if !a.explain => a.explain = true,
-            "-c" | "--config" if a.config.is_none() => {
-                a.config = Some(value(rest.get(i))?);
-                i += 1;
-            }
-            "--cwd" if a.cwd.is_none() => {
-                a.cwd = Some(value(rest.get(i))?);
-                i += 1;
-            }
-            s if s.starts_with('-') => return None,
-            // The command's first word: it and everything after it are the command.
-            _ => {
-                a.command = rest[i - 1..].to_vec();
-                break;
-            }
-        }
-    }
-    if a.json && a.explain {
-        return None;
-    }
-    Some(a)
-}
-
-/// An option's separate value, for the quick argv readers: `None` when it is missing, empty or
-/// looks like a flag (clap reads `-c --json` as a missing value), so that clap gets those.
-fn option_value(v: Option<&String>) -> Option<&String> {
-    v.filter(|v| !v.is_empty() && !v.starts_with('-'))
-}
-
-/// `pinfold exec`'s arguments in the forms clap would read the same way: `-c`/`--config`,
-/// `--sandbox`, `--cwd`, `--net off|on`, `--report`, `--dry-run` and `--allow-degraded`, each
-/// at most once, before a non-empty command. `None` for anything else (the repeatable options
-/// among them), which clap then parses; the `tests` module checks the two agree.
-fn quick_exec_args(args: &[String]) -> Option<exec::ExecArgs> {
-    let (first, rest) = args.split_first()?;
-    if first != "exec" {
-        return None;
-    }
-    let mut a = exec::ExecArgs::default();
-    let value = |v: Option<&String>| option_value(v).cloned();
-    let mut i = 0;
-    while let Some(arg) = rest.get(i) {
-        i += 1;
-        let slot = match arg.as_str() {
-            "--" => {
-                a.command = rest[i..].to_vec();
-                break;
-            }
-            "--dry-run" if !a.dry_run => {
-                a.dry_run = true;
-                continue;
-            }
-            "--allow-degraded" if !a.allow_degraded => {
-                a.allow_degraded = true;
-                continue;
-            }
-            "-c" | "--config" if a.config.is_none() => &mut a.config,
-            "--cwd" if a.cwd.is_none() => &mut a.cwd,
-            "--report" if a.report.is_none() => &mut a.report,
-            "--sandbox" if a.sandbox.is_none() => {
-                a.sandbox = Some(value(rest.get(i))?);
-                i += 1;
-                continue;
-            }
-            "--net" if a.net.is_none() => {
-                a.net = Some(value(rest.get(i)).filter(|v| v == "off" || v == "on")?);
-                i += 1;
-                continue;
-            }
-            s if s.starts_with('-') => return None,
-            // The command's first word: it and everything after it are the command.
-            _ => {
-                a.command = rest[i - 1..].to_vec();
-                break;
-            }
-        };
-        *slot = Some(PathBuf::from(value(rest.get(i))?));
-        i += 1;
-    }
-    // clap requires a command.
-    (!a.command.is_empty()).then_some(a)
 }
 
 fn run(command: Command, dirs: &Dirs) -> Result<i32, anyhow_lite::Error> {
@@ -430,19 +344,32 @@ mod anyhow_lite {
 mod tests {
     use super::*;
 
-    /// What clap makes of `pinfold ARGS`: the check arguments, or `None` for another
-    /// subcommand, help or an error.
-    fn by_clap(args: &[&str]) -> Option<CheckArgs> {
-        match Cli::try_parse_from(std::iter::once("pinfold").chain(args.iter().copied())) {
-            Ok(Cli { command: Command::Check(a) }) => Some(a),
-            _ => None,
+    /// What the whole command tree makes of `pinfold ARGS`, as text (`Command` has no
+    /// `PartialEq`); `None` for help and errors.
+    fn by_clap(args: &[&str]) -> Option<String> {
+        Cli::try_parse_from(std::iter::once("pinfold").chain(args.iter().copied())).ok().map(|c| format!("{:?}", c.command))
+    }
+
+    /// What [`one_subcommand`] makes of it, as text.
+    fn by_one(args: &[&str]) -> Option<String> {
+        one_subcommand(&args.iter().map(|s| s.to_string()).collect::<Vec<String>>()).map(|c| format!("{c:?}"))
+    }
+
+    /// Wherever the one-subcommand reading answers, the whole tree answers the same; where it
+    /// declines, the whole tree is the one to parse (and word any error).
+    fn agrees_with_clap(cases: &[&[&str]], usual: &[&[&str]]) {
+        for args in cases {
+            if let Some(one) = by_one(args) {
+                assert_eq!(Some(one), by_clap(args), "{args:?}");
+            }
+        }
+        for args in usual {
+            assert!(by_one(args).is_some(), "{args:?}");
         }
     }
 
-    /// Wherever the quick reading of `check`'s argv answers, clap answers the same; where it
-    /// declines, clap is the one to parse (and word any error).
     #[test]
-    fn quick_check_args_agree_with_clap() {
+    fn check_args_agree_with_clap() {
         let cases: &[&[&str]] = &[
             &["check"],
             &["check", "git status"],
@@ -460,7 +387,7 @@ mod tests {
             &["check", "--", ""],
             &["check", "rm", "-rf", "my dir"],
             &["check", "-c", "a.toml", "--cwd", "d", "--json", "x"],
-            // Declined (clap parses these): errors, help, unusual spellings.
+            // Errors, help, unusual spellings: the whole tree's to word, or read alike.
             &["check", "--json", "--explain", "ls"],
             &["check", "--json", "--json", "ls"],
             &["check", "-c", "a", "-c", "b", "ls"],
@@ -481,39 +408,14 @@ mod tests {
             &["validate"],
             &[],
         ];
-        // The usual forms are read quickly, not handed to clap.
+        // The usual forms are read with one subcommand built, not the whole tree.
         let usual: &[&[&str]] = &[&["check", "-c", "p.toml", "--", "git status"], &["check", "--json", "ls"], &["check"]];
-        agrees_with_clap(quick_check_args, by_clap, cases, usual);
+        agrees_with_clap(cases, usual);
     }
 
-    /// Wherever `quick` reads an argv, `clap` reads it the same; and each of `usual` is read
-    /// by `quick`, not left to clap.
-    fn agrees_with_clap<T: PartialEq + std::fmt::Debug>(
-        quick: fn(&[String]) -> Option<T>,
-        clap: fn(&[&str]) -> Option<T>,
-        cases: &[&[&str]],
-        usual: &[&[&str]],
-    ) {
-        let owned = |args: &[&str]| args.iter().map(|s| s.to_string()).collect::<Vec<String>>();
-        for args in cases {
-            if let Some(q) = quick(&owned(args)) {
-                assert_eq!(Some(q), clap(args), "{args:?}");
-            }
-        }
-        for args in usual {
-            assert!(quick(&owned(args)).is_some(), "{args:?}");
-        }
-    }
-
-    /// The same for `exec`: wherever the quick reading answers, clap answers the same.
+    /// The same for `exec`.
     #[test]
-    fn quick_exec_args_agree_with_clap() {
-        fn by_clap(args: &[&str]) -> Option<exec::ExecArgs> {
-            match Cli::try_parse_from(std::iter::once("pinfold").chain(args.iter().copied())) {
-                Ok(Cli { command: Command::Exec(a) }) => Some(a),
-                _ => None,
-            }
-        }
+    fn exec_args_agree_with_clap() {
         let cases: &[&[&str]] = &[
             &["exec", "--", "true"],
             &["exec", "true"],
@@ -527,7 +429,7 @@ mod tests {
             &["exec", "--", "--net"],
             &["exec", "--", ""],
             &["exec", "rm", "-rf", "my dir"],
-            // Declined (clap parses these): errors, help, repeatable options, odd spellings.
+            // Errors, help, repeatable options, odd spellings: the whole tree's, or read alike.
             &["exec"],
             &["exec", "--"],
             &["exec", "--dry-run"],
@@ -548,8 +450,27 @@ mod tests {
             &["check", "ls"],
             &[],
         ];
-        // What the agent hooks write, and the README's forms, are read quickly.
+        // What the agent hooks write, and the README's forms, are read the same way.
         let usual: &[&[&str]] = &[&["exec", "--sandbox", "workspace", "--", "cargo test"], &["exec", "--", "true"], &["exec", "-c", "p.toml", "ls"]];
-        agrees_with_clap(quick_exec_args, by_clap, cases, usual);
+        agrees_with_clap(cases, usual);
+    }
+
+    /// The same for `hook`: each agent's name, and what is not one.
+    #[test]
+    fn hook_args_agree_with_clap() {
+        let cases: &[&[&str]] = &[
+            &["hook", "claude-code"],
+            &["hook", "codex"],
+            &["hook", "gemini"],
+            &["hook", "cursor"],
+            &["hook", "copilot"],
+            &["hook"],
+            &["hook", "claude"],
+            &["hook", "claude-code", "extra"],
+            &["hook", "--help"],
+            &["hook", "codex", "-h"],
+        ];
+        let usual: &[&[&str]] = &[&["hook", "claude-code"], &["hook", "codex"], &["hook", "gemini"], &["hook", "cursor"], &["hook", "copilot"]];
+        agrees_with_clap(cases, usual);
     }
 }
