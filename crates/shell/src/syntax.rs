@@ -49,26 +49,6 @@ pub(crate) struct SyntaxTree {
     nodes: Vec<Entry>,
 }
 
-thread_local! {
-    /// The node array of the last tree dropped on this thread, for the next one to reuse:
-    /// a fresh array for every parse cost a large allocation (and glibc's consolidation of
-    /// its free lists) each time. Only modest arrays are kept.
-    static SPARE: std::cell::Cell<Vec<Entry>> = const { std::cell::Cell::new(Vec::new()) };
-}
-
-/// Largest node array kept for reuse (64 Ki nodes, 1.5 MiB).
-const SPARE_MAX: usize = 1 << 16;
-
-impl Drop for SyntaxTree {
-    fn drop(&mut self) {
-        if self.nodes.capacity() <= SPARE_MAX {
-            let nodes = std::mem::take(&mut self.nodes);
-            // During thread teardown the slot may be gone; the array is then simply freed.
-            let _ = SPARE.try_with(|s| s.set(nodes));
-        }
-    }
-}
-
 /// A node of a [`SyntaxTree`]: a copyable handle, like `tree_sitter::Node`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Node<'t> {
@@ -127,9 +107,7 @@ impl SyntaxTree {
             return Err(Unparseable::TooLarge { len: text.len(), limit: u32::MAX as usize });
         }
         let max_nodes = limits.max_depth.saturating_mul(NODES_PER_LEVEL);
-        let mut nodes: Vec<Entry> = SPARE.try_with(|s| s.take()).unwrap_or_default();
-        nodes.clear();
-        nodes.reserve(text.len() / 3 + 8);
+        let mut nodes: Vec<Entry> = Vec::with_capacity(text.len() / 3 + 8);
         let mut cursor = tree.root_node().walk();
         // For each node on the path from the root: its entry, its last child so far, and
         // whether it opens a nesting level.
