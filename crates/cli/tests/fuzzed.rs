@@ -2,14 +2,13 @@
 //! regression tests of the command line and its hooks.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{json, Value};
 
 use crate::support::BIN;
-use crate::support::hook::temp_project;
+use crate::support::hook::{output, temp_project};
 
 /// A home, a state directory and a project (with `.git`) in a temporary directory.
 struct World {
@@ -26,8 +25,8 @@ impl World {
 
     /// `pinfold hook AGENT` with `payload` on stdin: exit status, stdout, stderr.
     fn hook(&self, agent: &str, payload: &Value) -> (i32, String, String) {
-        let mut child = Command::new(BIN)
-            .args(["hook", agent])
+        let mut c = Command::new(BIN);
+        c.args(["hook", agent])
             .current_dir(&self.proj)
             .env("HOME", self.root.join("home"))
             .env("XDG_CONFIG_HOME", self.root.join("home/.config"))
@@ -36,20 +35,9 @@ impl World {
             .env_remove("PINFOLD_NO_CACHE")
             .env_remove("XDG_CACHE_HOME")
             .env_remove("PINFOLD_HOOK_ORIGIN")
-            .env_remove("PINFOLD_HOOK_TIMEOUT_MS")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn pinfold");
-        let input = payload.to_string().into_bytes();
-        let mut stdin = child.stdin.take().unwrap();
-        let writer = std::thread::spawn(move || {
-            let _ = stdin.write_all(&input);
-        });
-        let o = child.wait_with_output().expect("wait");
-        let _ = writer.join();
-        (o.status.code().expect("exited"), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
+            .env_remove("PINFOLD_HOOK_TIMEOUT_MS");
+        let o = output(c, payload.to_string().as_bytes());
+        (o.code, o.stdout, o.stderr)
     }
 }
 
