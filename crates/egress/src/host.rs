@@ -34,29 +34,58 @@ pub enum Host {
     Ip(IpAddr),
 }
 
-/// Why an entry is not a host pattern: a message, and a hint when one helps.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostPatternError {
-    pub message: String,
-    pub hint: Option<String>,
+/// Why an entry is not a host pattern: one variant per failure, with the text it was read
+/// from; [`HostPatternError::hint`] says what to write instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostPatternError {
+    #[error("empty host")]
+    Empty,
+    #[error("`{0}` is a URL, not a host")]
+    Url(String),
+    #[error("`{0}` contains white space")]
+    WhiteSpace(String),
+    #[error("`{0}`: unclosed `[`")]
+    UnclosedBracket(String),
+    #[error("`{0}` is not an IPv6 address")]
+    BadIpv6(String),
+    #[error("`{text}`: unexpected `{after}` after `]`")]
+    AfterBracket { text: String, after: String },
+    #[error("`{0}` is not a host, an IP address or host:port")]
+    TooManyColons(String),
+    #[error("`{0}` has a port but no host")]
+    PortWithoutHost(String),
+    #[error("`{0}` is not an ASCII host name")]
+    NotAscii(String),
+    #[error("`{0}`: `*` may only be the whole first label")]
+    StarInside(String),
+    #[error("`{0}` ends with a dot")]
+    TrailingDot(String),
+    #[error("`{0}` is not a valid host name")]
+    BadName(String),
+    #[error("`*.{0}` would allow every name under `.{0}`")]
+    WildTopLevel(String),
+    #[error("`{whole}`: invalid port `{port}`")]
+    BadPort { whole: String, port: String },
+    #[error("`{whole}`: port `{port}` is out of range")]
+    PortRange { whole: String, port: String },
 }
 
-impl fmt::Display for HostPatternError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)?;
-        if let Some(hint) = &self.hint {
-            write!(f, " ({hint})")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for HostPatternError {}
-
-fn err(message: String, hint: Option<&str>) -> HostPatternError {
-    HostPatternError {
-        message,
-        hint: hint.map(str::to_string),
+impl HostPatternError {
+    /// What to write instead, when there is more to say than the message.
+    pub fn hint(&self) -> Option<&'static str> {
+        use HostPatternError::*;
+        Some(match self {
+            Empty | WhiteSpace(_) | AfterBracket { .. } | PortWithoutHost(_) => return None,
+            Url(_) => "write the host alone, e.g. \"crates.io\" or \"example.com:8443\"",
+            UnclosedBracket(_) | BadIpv6(_) => "write IPv6 as \"[::1]:443\"",
+            TooManyColons(_) => "write IPv6 addresses in brackets, e.g. \"[::1]:443\"",
+            NotAscii(_) => "write internationalized names in their `xn--` form",
+            StarInside(_) => "write \"*.example.com\" for every subdomain of example.com",
+            TrailingDot(_) => "drop the trailing dot",
+            BadName(_) => "use letters, digits, `-` and `.`, labels of at most 63 characters",
+            WildTopLevel(_) => "name a registrable domain, e.g. \"*.example.com\"",
+            BadPort { .. } | PortRange { .. } => "a port is a number from 1 to 65535",
+        })
     }
 }
 
@@ -101,40 +130,26 @@ impl HostPattern {
     /// Parse one entry of `network.hosts`.
     pub fn parse(text: &str) -> Result<HostPattern, HostPatternError> {
         if text.is_empty() {
-            return Err(err("empty host".into(), None));
+            return Err(HostPatternError::Empty);
         }
         if text.contains("://") || text.contains('/') {
-            return Err(err(
-                format!("`{text}` is a URL, not a host"),
-                Some("write the host alone, e.g. \"crates.io\" or \"example.com:8443\""),
-            ));
+            return Err(HostPatternError::Url(text.into()));
         }
         if text.bytes().any(|b| b.is_ascii_whitespace()) {
-            return Err(err(format!("`{text}` contains white space"), None));
+            return Err(HostPatternError::WhiteSpace(text.into()));
         }
         // `[v6]` or `[v6]:port`
         if let Some(rest) = text.strip_prefix('[') {
             let Some((addr, after)) = rest.split_once(']') else {
-                return Err(err(
-                    format!("`{text}`: unclosed `[`"),
-                    Some("write IPv6 as \"[::1]:443\""),
-                ));
+                return Err(HostPatternError::UnclosedBracket(text.into()));
             };
-            let ip: Ipv6Addr = addr.parse().map_err(|_| {
-                err(
-                    format!("`{addr}` is not an IPv6 address"),
-                    Some("write IPv6 as \"[::1]:443\""),
-                )
-            })?;
+            let ip: Ipv6Addr = addr.parse().map_err(|_| HostPatternError::BadIpv6(addr.into()))?;
             let port = match after {
                 "" => None,
                 p => match p.strip_prefix(':') {
                     Some(p) => Some(parse_port(p, text)?),
                     None => {
-                        return Err(err(
-                            format!("`{text}`: unexpected `{after}` after `]`"),
-                            None,
-                        ));
+                        return Err(HostPatternError::AfterBracket { text: text.into(), after: after.into() });
                     }
                 },
             };
@@ -149,10 +164,7 @@ impl HostPattern {
                     host: Host::Ip(IpAddr::V6(ip).to_canonical()),
                     port: None,
                 }),
-                Err(_) => Err(err(
-                    format!("`{text}` is not a host, an IP address or host:port"),
-                    Some("write IPv6 addresses in brackets, e.g. \"[::1]:443\""),
-                )),
+                Err(_) => Err(HostPatternError::TooManyColons(text.into())),
             };
         }
         let (host, port) = match text.split_once(':') {
@@ -160,7 +172,7 @@ impl HostPattern {
             None => (text, None),
         };
         if host.is_empty() {
-            return Err(err(format!("`{text}` has a port but no host"), None));
+            return Err(HostPatternError::PortWithoutHost(text.into()));
         }
         if let Ok(ip) = host.parse::<IpAddr>() {
             return Ok(HostPattern {
@@ -169,39 +181,24 @@ impl HostPattern {
             });
         }
         if !host.is_ascii() {
-            return Err(err(
-                format!("`{host}` is not an ASCII host name"),
-                Some("write internationalized names in their `xn--` form"),
-            ));
+            return Err(HostPatternError::NotAscii(host.into()));
         }
         let (wild, name) = match host.strip_prefix("*.") {
             Some(rest) => (true, rest),
             None => (false, host),
         };
         if name.contains('*') {
-            return Err(err(
-                format!("`{host}`: `*` may only be the whole first label"),
-                Some("write \"*.example.com\" for every subdomain of example.com"),
-            ));
+            return Err(HostPatternError::StarInside(host.into()));
         }
         if name.ends_with('.') {
-            return Err(err(
-                format!("`{host}` ends with a dot"),
-                Some("drop the trailing dot"),
-            ));
+            return Err(HostPatternError::TrailingDot(host.into()));
         }
         let Some(name) = normalize_name(name) else {
-            return Err(err(
-                format!("`{host}` is not a valid host name"),
-                Some("use letters, digits, `-` and `.`, labels of at most 63 characters"),
-            ));
+            return Err(HostPatternError::BadName(host.into()));
         };
         if wild {
             if !name.contains('.') {
-                return Err(err(
-                    format!("`{host}` would allow every name under `.{name}`"),
-                    Some("name a registrable domain, e.g. \"*.example.com\""),
-                ));
+                return Err(HostPatternError::WildTopLevel(name));
             }
             Ok(HostPattern {
                 host: Host::Subdomains(name),
@@ -302,13 +299,12 @@ fn is_strictly_below(name: &str, suffix: &str) -> bool {
 }
 
 fn parse_port(p: &str, whole: &str) -> Result<u16, HostPatternError> {
-    let hint = Some("a port is a number from 1 to 65535");
     if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) || p.len() > 5 {
-        return Err(err(format!("`{whole}`: invalid port `{p}`"), hint));
+        return Err(HostPatternError::BadPort { whole: whole.into(), port: p.into() });
     }
     match p.parse::<u32>() {
         Ok(n @ 1..=65535) => Ok(n as u16),
-        _ => Err(err(format!("`{whole}`: port `{p}` is out of range"), hint)),
+        _ => Err(HostPatternError::PortRange { whole: whole.into(), port: p.into() }),
     }
 }
 
@@ -343,7 +339,10 @@ impl serde::Serialize for HostPattern {
 impl<'de> serde::Deserialize<'de> for HostPattern {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        HostPattern::parse(&text).map_err(serde::de::Error::custom)
+        HostPattern::parse(&text).map_err(|e| match e.hint() {
+            Some(h) => serde::de::Error::custom(format!("{e} ({h})")),
+            None => serde::de::Error::custom(e),
+        })
     }
 }
 
@@ -444,8 +443,8 @@ mod tests {
             );
         }
         let e = HostPattern::parse("example.com:70000").unwrap_err();
-        assert!(e.message.contains("out of range"), "{e}");
-        assert!(e.hint.is_some());
+        assert!(e.to_string().contains("out of range"), "{e}");
+        assert_eq!(e.hint(), Some("a port is a number from 1 to 65535"));
     }
 
     #[test]

@@ -44,7 +44,7 @@ pub struct PolicyError {
 impl PolicyError {
     /// A suggestion for fixing the pattern, if there is one.
     pub fn hint(&self) -> Option<&str> {
-        self.error.hint.as_deref()
+        self.error.hint()
     }
 }
 

@@ -79,18 +79,69 @@ pub struct Glob {
     pub wild: bool,
 }
 
-/// A pattern that could not be compiled.
+/// A pattern that could not be compiled: where, and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message} (at character {} of the pattern)", offset + 1)]
+#[error("{problem} (at character {} of the pattern)", offset + 1)]
 pub struct PatternError {
     /// Byte offset in the pattern text.
     pub offset: usize,
-    pub message: String,
-    pub hint: Option<String>,
+    pub problem: Problem,
 }
 
-fn err(offset: usize, message: impl Into<String>, hint: Option<&str>) -> PatternError {
-    PatternError { offset, message: message.into(), hint: hint.map(str::to_string) }
+/// What is wrong with a pattern: one variant per failure. [`PatternError::hint`] says what
+/// to write instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    #[error("unterminated {0} quote")]
+    UnterminatedQuote(char),
+    #[error("empty pattern")]
+    Empty,
+    #[error("the first token `{0}` must be the command")]
+    FirstNotCommand(String),
+    #[error("malformed path reference `{0}`")]
+    MalformedPathRef(String),
+    #[error("unknown path set `{0}`")]
+    UnknownPathSet(String),
+    #[error("unknown placeholder `{0}`")]
+    UnknownPlaceholder(String),
+    #[error("`!` needs something to negate")]
+    EmptyNegation,
+    #[error("`]` without `[`")]
+    StrayClose,
+    #[error("`[` is never closed")]
+    Unclosed,
+    /// A GNU tool reads `flag` as the one-letter flags `separate`.
+    #[error("`{command}` reads `{flag}` as the cluster `{separate}`, so this flag token never matches")]
+    Cluster { command: String, flag: String, separate: String, hint: String },
+    #[error("`{0}` is not a flag")]
+    NotAFlag(String),
+    #[error("empty alternative in `{0}`")]
+    EmptyAlternative(String),
+}
+
+impl PatternError {
+    /// What to write instead.
+    pub fn hint(&self) -> Option<&str> {
+        use Problem::*;
+        Some(match &self.problem {
+            UnterminatedQuote(_) => "close the quote",
+            Empty => "write the command first, e.g. `git status *`",
+            FirstNotCommand(_) => "start the pattern with the command name",
+            MalformedPathRef(_) => "write `<path:NAME>`",
+            UnknownPathSet(_) => "define it under [paths]",
+            UnknownPlaceholder(_) => "the only placeholder is `<path:NAME>`",
+            EmptyNegation => "write `!word` or `!--flag`",
+            StrayClose => "quote it for a literal bracket",
+            Unclosed => "close the optional group with `]`, or quote the bracket",
+            Cluster { hint, .. } => hint,
+            NotAFlag(_) => "every alternative of a flag token starts with `-`",
+            EmptyAlternative(_) => "remove the extra `|`",
+        })
+    }
+}
+
+fn err(offset: usize, problem: Problem) -> PatternError {
+    PatternError { offset, problem }
 }
 
 /// A raw token from the pattern text.
@@ -127,7 +178,7 @@ fn tokenize(s: &str) -> Result<Vec<Tok>, PatternError> {
                     text.push(d);
                 }
                 if !closed {
-                    return Err(err(i, format!("unterminated {c} quote"), Some("close the quote")));
+                    return Err(err(i, Problem::UnterminatedQuote(c)));
                 }
                 continue;
             }
@@ -144,10 +195,10 @@ impl Pattern {
     pub fn parse(text: &str, known_sets: &dyn Fn(&str) -> bool) -> Result<Pattern, PatternError> {
         let toks = tokenize(text)?;
         let Some(first) = toks.first() else {
-            return Err(err(0, "empty pattern", Some("write the command first, e.g. `git status *`")));
+            return Err(err(0, Problem::Empty));
         };
         if !first.quoted && (first.text.starts_with('-') || first.text.starts_with('!') || first.text.starts_with('[') || first.text.starts_with('<')) {
-            return Err(err(first.offset, format!("the first token `{}` must be the command", first.text), Some("start the pattern with the command name")));
+            return Err(err(first.offset, Problem::FirstNotCommand(first.text.clone())));
         }
         let command = alts(first, first.offset)?;
         let literal_names = (!command.0.iter().any(|g| g.wild)).then(|| {
@@ -232,17 +283,17 @@ impl Pattern {
                     }
                 } else if !tok.quoted && tok.text.starts_with("<path:") {
                     let Some(name) = tok.text.strip_prefix("<path:").and_then(|r| r.strip_suffix('>')) else {
-                        return Err(err(tok.offset, format!("malformed path reference `{}`", tok.text), Some("write `<path:NAME>`")));
+                        return Err(err(tok.offset, Problem::MalformedPathRef(tok.text.clone())));
                     };
                     if !known_sets(name) {
-                        return Err(err(tok.offset, format!("unknown path set `{name}`"), Some("define it under [paths]")));
+                        return Err(err(tok.offset, Problem::UnknownPathSet(name.to_string())));
                     }
                     cur.push(Pos::Path(name.to_string()));
                 } else if !tok.quoted && tok.text.starts_with('<') && tok.text.ends_with('>') {
-                    return Err(err(tok.offset, format!("unknown placeholder `{}`", tok.text), Some("the only placeholder is `<path:NAME>`")));
+                    return Err(err(tok.offset, Problem::UnknownPlaceholder(tok.text.clone())));
                 } else if !tok.quoted && tok.text.starts_with('!') {
                     if tok.text.len() == 1 {
-                        return Err(err(tok.offset, "`!` needs something to negate", Some("write `!word` or `!--flag`")));
+                        return Err(err(tok.offset, Problem::EmptyNegation));
                     }
                     let t = Tok { text: tok.text[1..].to_string(), quoted: false, offset: tok.offset + 1 };
                     cur.push(Pos::Not(alts(&t, t.offset)?));
@@ -264,7 +315,7 @@ impl Pattern {
             }
             for _ in 0..closes {
                 let Some((mut outer, _)) = stack.pop() else {
-                    return Err(err(tok.offset, "`]` without `[`", Some("quote it for a literal bracket")));
+                    return Err(err(tok.offset, Problem::StrayClose));
                 };
                 outer.push(Pos::Optional(std::mem::take(&mut cur)));
                 cur = outer;
@@ -272,7 +323,7 @@ impl Pattern {
             i += 1;
         }
         if let Some((_, off)) = stack.last() {
-            return Err(err(*off, "`[` is never closed", Some("close the optional group with `]`, or quote the bracket")));
+            return Err(err(*off, Problem::Unclosed));
         }
         if cur.iter().any(|x| matches!(x, Pos::Optional(_))) {
             p.variants =
@@ -306,11 +357,9 @@ fn check_not_cluster(names: &[String], tables: &[&'static Table], cmd: &str, off
         let body = &n[1..];
         if !n.starts_with("--") && body.chars().count() > 1 && body.chars().all(|c| c.is_ascii_alphabetic()) && !options::listed(tables, n) {
             let split: Vec<String> = body.chars().map(|c| format!("-{c}")).collect();
-            return Err(err(
-                offset,
-                format!("`{cmd}` reads `{n}` as the cluster `{}`, so this flag token never matches", split.join(" ")),
-                Some(&format!("write the flags as separate tokens: `{}`", split.join(" "))),
-            ));
+            let separate = split.join(" ");
+            let hint = format!("write the flags as separate tokens: `{separate}`");
+            return Err(err(offset, Problem::Cluster { command: cmd.to_string(), flag: n.clone(), separate, hint }));
         }
     }
     Ok(())
@@ -320,7 +369,7 @@ fn flag_names(t: &str, offset: usize) -> Result<Vec<String>, PatternError> {
     let names: Vec<String> = t.split('|').map(str::to_string).collect();
     for n in &names {
         if !n.starts_with('-') || n.len() < 2 || n == "--" {
-            return Err(err(offset, format!("`{n}` is not a flag"), Some("every alternative of a flag token starts with `-`")));
+            return Err(err(offset, Problem::NotAFlag(n.clone())));
         }
     }
     Ok(names)
@@ -333,7 +382,7 @@ fn alts(tok: &Tok, offset: usize) -> Result<Alts, PatternError> {
     let mut v = Vec::new();
     for a in tok.text.split('|') {
         if a.is_empty() {
-            return Err(err(offset, format!("empty alternative in `{}`", tok.text), Some("remove the extra `|`")));
+            return Err(err(offset, Problem::EmptyAlternative(tok.text.clone())));
         }
         v.push(Glob { text: a.to_string(), wild: a.contains(['*', '?', '[']) });
     }
@@ -455,7 +504,7 @@ mod tests {
         let e = Pattern::parse("git push [origin", &|_| true).unwrap_err();
         assert_eq!(e.offset, 9);
         let e = Pattern::parse("cat <path:nope>", &|_| false).unwrap_err();
-        assert!(e.message.contains("unknown path set"));
+        assert!(e.to_string().contains("unknown path set"));
         assert!(Pattern::parse("", &|_| true).is_err());
         assert!(Pattern::parse("  ", &|_| true).is_err());
         assert!(Pattern::parse("-f x", &|_| true).is_err());
@@ -463,7 +512,7 @@ mod tests {
         assert!(Pattern::parse("a 'b", &|_| true).is_err());
         assert!(Pattern::parse("a ]", &|_| true).is_ok(), "a lone ] outside a group is literal");
         let e = Pattern::parse("rm -rf *", &|_| true).unwrap_err();
-        assert_eq!(e.hint.as_deref(), Some("write the flags as separate tokens: `-r -f`"));
+        assert_eq!(e.hint(), Some("write the flags as separate tokens: `-r -f`"));
         assert!(Pattern::parse("find . -delete", &|_| true).is_ok(), "find reads -delete whole");
         assert!(Pattern::parse("mytool -auto-approve", &|_| true).is_ok(), "no table: cannot tell");
     }

@@ -807,7 +807,7 @@ impl Decoder<'_> {
             let p = path.index(i);
             let text = self.string(item, &p)?;
             let pattern = HostPattern::parse(text)
-                .map_err(|e| self.invalid(item.pos, &p, format!("invalid host: {}", e.message), e.hint))?;
+                .map_err(|e| self.invalid(item.pos, &p, format!("invalid host: {e}"), e.hint().map(str::to_string)))?;
             if out.contains(&pattern) {
                 return Err(self.invalid(item.pos, &p, format!("`{text}` is listed twice"), None));
             }
@@ -832,7 +832,7 @@ impl Decoder<'_> {
                 "host" => {
                     let text = self.string(&e.value, &p)?;
                     let pattern = HostPattern::parse(text).map_err(|err| {
-                        self.invalid(e.value.pos, &p, format!("invalid host: {}", err.message), err.hint)
+                        self.invalid(e.value.pos, &p, format!("invalid host: {err}"), err.hint().map(str::to_string))
                     })?;
                     if !pattern.is_exact() {
                         return Err(self.invalid(
