@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use pinfold_ledger::{Follower, Ledger, Status};
 use serde_json::Value;
 
-use crate::anyhow_lite::Error;
+use pinfold_plan::Error;
 use crate::exit;
 
 /// `audit verify`: the log was changed (a record edited, removed, reordered; truncated or

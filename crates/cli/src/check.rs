@@ -7,7 +7,7 @@ use pinfold_plan::Dirs;
 use pinfold_policy::config::Action;
 use pinfold_policy::Judgement;
 
-use crate::anyhow_lite::Error;
+use pinfold_plan::Error;
 use crate::exit;
 use crate::CheckArgs;
 

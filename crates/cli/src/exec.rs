@@ -7,10 +7,9 @@ use clap::Args;
 use pinfold_plan::record::Recorder;
 use pinfold_plan::{Context, Dirs, Finished, Net, Step};
 use pinfold_policy::config::Action;
-use pinfold_sandbox::SandboxError;
 
-use crate::anyhow_lite::Error;
-use crate::exit;
+use pinfold_plan::Error;
+use crate::{errors, exit};
 
 #[derive(Debug, Args, PartialEq, Default)]
 pub struct ExecArgs {
@@ -82,15 +81,9 @@ pub fn run(args: ExecArgs, dirs: &Dirs) -> Result<i32, Error> {
         dirs,
     );
     // --- end hook tokens ---
-    // A run that cannot be recorded does not happen: 125, nothing ran (pinfold_plan::record).
-    let not_recorded = |e: Error| {
-        crate::report(&e);
-        Ok(exit::EXEC_SETUP)
-    };
-    let recorder = match Recorder::open(&policy.config().audit, dirs) {
-        Ok(r) => r,
-        Err(e) => return not_recorded(e),
-    };
+    // A run that cannot be recorded does not happen: 125, nothing ran (pinfold_plan::record,
+    // crate::errors).
+    let recorder = Recorder::open(&policy.config().audit, dirs)?;
     let cx = Context {
         cwd,
         sandbox: args.sandbox.clone(),
@@ -108,9 +101,7 @@ pub fn run(args: ExecArgs, dirs: &Dirs) -> Result<i32, Error> {
     let j = &plan.judgement;
     match plan.step {
         Step::Refuse { record } => {
-            if let Err(e) = recorder.record("exec_refused", record) {
-                return not_recorded(e);
-            }
+            recorder.record("exec_refused", record)?;
             let what = if j.decision == Action::Deny { "denied" } else { "needs a person's confirmation, and exec cannot ask" };
             say!("pinfold: {what}: {}", j.reason);
             if let Some(c) = j.commands.iter().find(|c| c.decision == j.decision) {
@@ -124,11 +115,9 @@ pub fn run(args: ExecArgs, dirs: &Dirs) -> Result<i32, Error> {
             Ok(exit::EXEC_DENIED)
         }
         Step::Show { record, argv, sandbox } => {
-            if let Err(e) = recorder.record("check", record) {
-                return not_recorded(e);
-            }
+            recorder.record("check", record)?;
             let sp = &sandbox.policy;
-            let resolved = sp.plan().map_err(sandbox_error)?;
+            let resolved = sp.plan().map_err(errors::sandbox)?;
             let out = serde_json::json!({
                 "decision": j.decision,
                 "reason": j.reason,
@@ -142,11 +131,7 @@ pub fn run(args: ExecArgs, dirs: &Dirs) -> Result<i32, Error> {
             Ok(exit::OK)
         }
         Step::Run(run) => {
-            let finished = match pinfold_plan::run(*run, recorder, pre, dirs) {
-                Ok(f) => f,
-                Err(e) => return not_recorded(e),
-            };
-            finish(finished, args.report.as_deref())
+            finish(pinfold_plan::run(*run, recorder, pre, dirs)?, args.report.as_deref())
         }
     }
 }
@@ -160,8 +145,7 @@ fn finish(f: Finished, report: Option<&Path>) -> Result<i32, Error> {
         if let Ok(o) = &f.result {
             o.leave_unreaped();
         }
-        crate::report(&e);
-        return Ok(exit::EXEC_SETUP);
+        return Err(e);
     }
     for p in &f.restored {
         say!("pinfold: restored {}, which the command deleted", p.display());
@@ -176,11 +160,10 @@ fn finish(f: Finished, report: Option<&Path>) -> Result<i32, Error> {
     if let Some(e) = &f.end_error {
         // The command ran, but its end is not in the ledger: say so, and do not pass its
         // status on as if all were well.
-        crate::report(e);
         if let Ok(o) = &f.result {
             o.leave_unreaped();
         }
-        return Ok(exit::EXEC_SETUP);
+        return Err(e.clone());
     }
     match f.result {
         Ok(outcome) => {
@@ -192,21 +175,8 @@ fn finish(f: Finished, report: Option<&Path>) -> Result<i32, Error> {
             }
             Ok(outcome.code)
         }
-        Err(e) => {
-            let err = sandbox_error(e);
-            crate::report(&err);
-            Ok(exit::EXEC_SETUP)
-        }
+        Err(e) => Err(errors::sandbox(e)),
     }
-}
-
-fn sandbox_error(e: SandboxError) -> Error {
-    let hint = e.hint().map(str::to_string);
-    let mut err = Error::new(format!("sandbox: {e}"));
-    if let Some(h) = hint {
-        err = err.hint(h);
-    }
-    err
 }
 
 pub fn doctor(args: DoctorArgs, dirs: &Dirs) -> Result<i32, Error> {

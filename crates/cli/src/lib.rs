@@ -15,6 +15,7 @@ macro_rules! say {
 
 mod audit;
 mod check;
+mod errors;
 mod exec;
 mod exit;
 pub mod hook;
@@ -24,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use clap::{Args, Parser, Subcommand};
-use pinfold_plan::{trust, Dirs};
+use pinfold_plan::{trust, Dirs, Error};
 use pinfold_policy::config::{self, LoadOptions};
 use pinfold_policy::Policy;
 
@@ -167,11 +168,12 @@ pub fn run_main() -> std::convert::Infallible {
     // tree's to parse and to word.
     let args = raw.get(1..).unwrap_or_default();
     let command = one_subcommand(args).unwrap_or_else(|| Cli::parse().command);
+    let door = if matches!(command, Command::Exec(_)) { errors::Door::Exec } else { errors::Door::Other };
     let code = match run(command, dirs()) {
         Ok(code) => code,
         Err(e) => {
             report(&e);
-            exit::USAGE
+            errors::exit_code(door, &e)
         }
     };
     let _ = std::io::stdout().flush();
@@ -186,7 +188,7 @@ pub(crate) fn dirs() -> &'static Dirs {
 }
 
 /// Print an error for a person: headline, causes, hint.
-pub(crate) fn report(e: &anyhow_lite::Error) {
+pub(crate) fn report(e: &Error) {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "error: {}", e.headline);
     for c in &e.causes {
@@ -217,23 +219,23 @@ fn one_subcommand(args: &[String]) -> Option<Command> {
     }
 }
 
-fn run(command: Command, dirs: &Dirs) -> Result<i32, anyhow_lite::Error> {
+fn run(command: Command, dirs: &Dirs) -> Result<i32, Error> {
     match command {
         Command::Check(args) => check::run(args, dirs),
         Command::Exec(args) => exec::run(args, dirs),
         Command::Doctor(args) => exec::doctor(args, dirs),
-        Command::Hook(args) => hook::run(args),
+        Command::Hook(args) => hook::run(args, dirs),
         Command::Init(args) => hook::init::run(args, dirs),
         Command::Import(args) => hook::import::run(args),
         Command::Audit(args) => audit::run(args, dirs),
         Command::Trust(args) => {
             let files = if args.files.is_empty() {
-                let cwd = std::env::current_dir().map_err(|e| anyhow_lite::Error::new("cannot read the working directory").cause(e))?;
+                let cwd = std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?;
                 let opts = LoadOptions { explicit: None, cwd, home: dirs.home.clone(), xdg_config_home: dirs.xdg_config_home.clone() };
-                let (layers, _) = config::layer_files(&opts).map_err(anyhow_lite::Error::config)?;
+                let (layers, _) = config::layer_files(&opts).map_err(Error::config)?;
                 let project: Vec<PathBuf> = layers.into_iter().filter(|f| !dirs.config.as_ref().is_some_and(|g| f.starts_with(g))).collect();
                 if project.is_empty() {
-                    return Err(anyhow_lite::Error::new("no project policy file here").hint("name the files to approve"));
+                    return Err(Error::new("no project policy file here").hint("name the files to approve"));
                 }
                 project
             } else {
@@ -291,10 +293,10 @@ pub(crate) fn load_policy(
     cwd: Option<&std::path::Path>,
     cached: bool,
     dirs: &Dirs,
-) -> Result<Policy, anyhow_lite::Error> {
+) -> Result<Policy, Error> {
     let cwd = match cwd {
         Some(d) => absolute(d)?,
-        None => std::env::current_dir().map_err(|e| anyhow_lite::Error::new("cannot read the working directory").cause(e))?,
+        None => std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?,
     };
     let opts = LoadOptions { explicit: file.map(PathBuf::from), cwd, home: dirs.home.clone(), xdg_config_home: dirs.xdg_config_home.clone() };
     let global_dir = dirs.config.as_ref();
@@ -303,13 +305,13 @@ pub(crate) fn load_policy(
         if cached {
             if let Some(dir) = &dirs.cache {
                 break 'load pinfold_policy::load_cached(&opts, dir).map_err(|e| match e {
-                    pinfold_policy::LoadError::Config(c) => anyhow_lite::Error::config(c),
-                    pinfold_policy::LoadError::Policy(p) => anyhow_lite::Error::policy(p),
+                    pinfold_policy::LoadError::Config(c) => Error::config(c),
+                    pinfold_policy::LoadError::Policy(p) => Error::policy(p),
                 })?;
             }
         }
-        let config = config::load(&opts).map_err(anyhow_lite::Error::config)?;
-        Policy::new(config).map_err(anyhow_lite::Error::policy)?
+        let config = config::load(&opts).map_err(Error::config)?;
+        Policy::new(config).map_err(Error::policy)?
     };
     // Project files a sandboxed command may have written are not read unless trusted
     // (trust.rs). The user's own files and a file given with -c are theirs.
@@ -326,19 +328,16 @@ pub(crate) fn load_policy(
     Ok(policy)
 }
 
-pub(crate) fn absolute(d: &std::path::Path) -> Result<PathBuf, anyhow_lite::Error> {
-    let p = std::path::absolute(d).map_err(|e| anyhow_lite::Error::new(format!("bad directory {}", d.display())).cause(e))?;
+pub(crate) fn absolute(d: &std::path::Path) -> Result<PathBuf, Error> {
+    let p = std::path::absolute(d).map_err(|e| Error::new(format!("bad directory {}", d.display())).cause(e))?;
     if !p.is_dir() {
-        return Err(anyhow_lite::Error::new(format!("{} is not a directory", p.display()))
+        return Err(Error::new(format!("{} is not a directory", p.display()))
             .hint("give --cwd an existing directory"));
     }
     Ok(p)
 }
 
 /// The CLI's error: headline, causes, hint (the plan's, which the CLI shares).
-mod anyhow_lite {
-    pub use pinfold_plan::Error;
-}
 
 #[cfg(test)]
 mod tests {

@@ -103,17 +103,17 @@ fn resolve_answers_as_trying_every_ancestor_does() {
         "dangling", "dangling/x/y", "to-dangling/z", "loop/x", "missing/one/two", "missing/../link/a",
         "/", "/nonexistent/x", ".", "", "./link/./a//b/", "~/x/y",
     ];
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
     for p in cases {
-        let (_, physical) = pinfold_cli::hook::core::resolve(&w.proj, p);
-        let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+        let (_, physical) = pinfold_cli::hook::core::resolve(&w.proj, p, home.as_deref());
         let expanded = match (p.strip_prefix('~'), &home) {
             (Some(rest), Some(h)) if rest.is_empty() || rest.starts_with('/') => h.join(rest.trim_start_matches('/')),
             _ => PathBuf::from(p),
         };
         assert_eq!(physical, each_ancestor(&w.proj.join(expanded), 0), "{p}");
     }
-    let (_, c) = pinfold_cli::hook::core::resolve(&w.proj, "link/a/b/new/x");
+    let (_, c) = pinfold_cli::hook::core::resolve(&w.proj, "link/a/b/new/x", None);
     assert_eq!(c, real.join("a/b/new/x"));
-    let (_, c) = pinfold_cli::hook::core::resolve(&w.proj, "to-dangling/z");
+    let (_, c) = pinfold_cli::hook::core::resolve(&w.proj, "to-dangling/z", None);
     assert_eq!(c, w.root.join("gone/deeper/z"));
 }

@@ -27,7 +27,7 @@ mod run;
 pub mod trust;
 
 pub use dirs::Dirs;
-pub use error::Error;
+pub use error::{Error, Kind};
 pub use plan::{command_argv, plain_argv, plan, preset, Context, Net, Plan, PlanError, Run, Sandbox, Step};
 pub use run::{run, Finished};
 

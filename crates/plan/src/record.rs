@@ -109,6 +109,7 @@ impl Recorder {
 fn failed(e: pinfold_ledger::Error) -> Error {
     Error::new("cannot record the decision in the audit ledger, so it does not take effect")
         .cause(e)
+        .kind(crate::Kind::Unrecorded)
         .hint("fix the state directory ($PINFOLD_STATE_DIR, else $XDG_STATE_HOME/pinfold, else ~/.local/state/pinfold; `pinfold audit verify` says what is wrong), or turn recording off with `[audit] enabled = false` in ~/.config/pinfold/config.toml")
 }
 

@@ -9,7 +9,7 @@ use pinfold_sandbox::{Network, Outcome, Prestart, SandboxError};
 use crate::egress::Egress;
 use crate::plan::Run;
 use crate::record::Recorder;
-use crate::{trust, Dirs, Error};
+use crate::{trust, Dirs, Error, Kind};
 
 /// How a run ended, for the caller to report.
 #[derive(Debug)]
@@ -43,7 +43,8 @@ pub fn run(run: Run, recorder: Recorder, pre: Option<Prestart>, dirs: &Dirs) -> 
     // it arrives.
     let egress = match &credentials {
         Some(credentials) if sp.network == Network::Proxy => {
-            let e = Recorder::open(&audit, dirs).and_then(|r| Egress::start(&sandbox.preset, credentials, r))?;
+            let r = Recorder::open(&audit, dirs)?;
+            let e = Egress::start(&sandbox.preset, credentials, r).map_err(|e| e.kind(Kind::Setup))?;
             sp.set_env.extend(e.ca_env());
             // The secrets never reach the command: not their variables, not their files.
             sp.remove_env.extend(e.secret_vars.iter().cloned());
@@ -63,7 +64,7 @@ pub fn run(run: Run, recorder: Recorder, pre: Option<Prestart>, dirs: &Dirs) -> 
     let state = dirs.clone();
     let mut pending = Some(std::thread::spawn(move || {
         let r = recorder.record("exec_start", record);
-        let r = r.and_then(|seq| trust::begin_run(&roots, &loaded, &state).map(|span| (seq, span)));
+        let r = r.and_then(|seq| trust::begin_run(&roots, &loaded, &state).map(|span| (seq, span)).map_err(|e| e.kind(Kind::Unrecorded)));
         (recorder, r)
     }));
     type Started = (Recorder, Result<(Option<u64>, trust::RunSpan), Error>);
@@ -74,7 +75,7 @@ pub fn run(run: Run, recorder: Recorder, pre: Option<Prestart>, dirs: &Dirs) -> 
         pre,
         &mut || {
             let s = start.insert(join(pending.take().expect("released once")));
-            s.1.as_ref().map(drop).map_err(Error::one_line)
+            s.1.as_ref().map(drop).map_err(|e| Box::new(e.clone()) as Box<dyn std::error::Error + Send + Sync>)
         },
         &mut |listener| {
             if let Some(e) = &egress {

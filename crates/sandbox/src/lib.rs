@@ -163,7 +163,7 @@ impl Policy {
         &self,
         argv: &[String],
         pre: Option<Prestart>,
-        release: &mut dyn FnMut() -> Result<(), String>,
+        release: &mut dyn FnMut() -> Result<(), Refusal>,
     ) -> Result<Outcome, SandboxError> {
         parent::run(self, argv, pre, release, &mut |_| {})
     }
@@ -177,7 +177,7 @@ impl Policy {
         &self,
         argv: &[String],
         pre: Option<Prestart>,
-        release: &mut dyn FnMut() -> Result<(), String>,
+        release: &mut dyn FnMut() -> Result<(), Refusal>,
         listener: &mut dyn FnMut(std::net::TcpListener),
     ) -> Result<Outcome, SandboxError> {
         parent::run(self, argv, pre, release, listener)
@@ -316,8 +316,12 @@ pub enum SandboxError {
     HelperEnded,
     /// The caller's `release` (see [`Policy::run_released`]) refused; nothing ran.
     #[error("{0}")]
-    NotReleased(String),
+    NotReleased(#[source] Refusal),
 }
+
+/// Why a caller's `release` (see [`Policy::run_released`]) refused to let the command start:
+/// the caller's own error, kept whole.
+pub type Refusal = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// A step of the setup outside the sandbox, for [`SandboxError::Setup`].
 #[derive(Debug, Clone, PartialEq, Eq)]

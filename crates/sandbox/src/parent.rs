@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::child::{Base, Event, Late, FORWARDED, GO, SETUP_FAILED};
 use crate::mounts::Spec;
-use crate::{env, probe, sys, LayerStatus, Network, Outcome, Plan, Policy, SandboxError, SandboxReport, Step};
+use crate::{Refusal, env, probe, sys, LayerStatus, Network, Outcome, Plan, Policy, SandboxError, SandboxReport, Step};
 
 /// Paths resolved against the file system at start.
 struct Resolved {
@@ -382,7 +382,7 @@ pub(crate) fn run(
     policy: &Policy,
     argv: &[String],
     pre: Option<Prestart>,
-    release: &mut dyn FnMut() -> Result<(), String>,
+    release: &mut dyn FnMut() -> Result<(), Refusal>,
     listener: &mut dyn FnMut(std::net::TcpListener),
 ) -> Result<Outcome, SandboxError> {
     if argv.is_empty() {
@@ -588,7 +588,7 @@ fn spawn_and_wait(
     spec: &Spec,
     report: &mut SandboxReport,
     pre: Option<Prestart>,
-    release: &mut dyn FnMut() -> Result<(), String>,
+    release: &mut dyn FnMut() -> Result<(), Refusal>,
     listener: &mut dyn FnMut(std::net::TcpListener),
 ) -> Result<(i32, Reaper), SandboxError> {
     // Take forwarded signals from a signalfd while the command runs (Ctrl-C reaches us, the

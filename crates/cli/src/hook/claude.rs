@@ -15,7 +15,7 @@ use pinfold_policy::config::Action;
 use serde_json::{json, Map, Value};
 
 use super::core;
-use crate::anyhow_lite::Error;
+use pinfold_plan::{Dirs, Error};
 
 /// A PreToolUse call as Claude Code and Codex send it.
 pub(super) struct PreToolUse {
@@ -43,15 +43,15 @@ pub(super) fn pre_tool_use(input: &[u8]) -> Result<Option<PreToolUse>, Error> {
 }
 
 /// The hook's answer for `input`; `None` for no opinion.
-pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
+pub fn answer(input: &[u8], dirs: &Dirs) -> Result<Option<String>, Error> {
     let Some(PreToolUse { tool, input: tool_input, cwd }) = pre_tool_use(input)? else { return Ok(None) };
     let (tool, tool_input) = (tool.as_str(), &tool_input);
     match tool {
-        "Bash" => bash(tool_input, &cwd).map(Some),
+        "Bash" => bash(tool_input, &cwd, dirs).map(Some),
         "Write" | "Edit" | "MultiEdit" | "NotebookEdit" => {
             let key = if tool == "NotebookEdit" { "notebook_path" } else { "file_path" };
             let path = string_field(tool_input, key, tool)?;
-            Ok(core::write_denied(&cwd, path)?.map(|why| deny(&why)))
+            Ok(core::write_denied(dirs, &cwd, path)?.map(|why| deny(&why)))
         }
         "Read" | "Grep" | "Glob" => {
             let key = if tool == "Read" { "file_path" } else { "path" };
@@ -59,11 +59,11 @@ pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
                 None | Some(Value::Null) if tool != "Read" => None,
                 _ => Some(string_field(tool_input, key, tool)?),
             };
-            let mut found = core::read_denied(&cwd, path.unwrap_or("."), tool == "Grep")?;
+            let mut found = core::read_denied(dirs, &cwd, path.unwrap_or("."), tool == "Grep")?;
             if found.is_none() && tool == "Glob" {
                 // An absolute or `~` pattern names its own directory.
                 if let Some(lit) = tool_input.get("pattern").and_then(Value::as_str).and_then(core::glob_root) {
-                    found = core::read_denied(&cwd, &lit, false)?;
+                    found = core::read_denied(dirs, &cwd, &lit, false)?;
                 }
             }
             Ok(found.map(|why| deny(&why)))
@@ -93,9 +93,9 @@ pub(super) fn deny(reason: &str) -> String {
     output(Action::Deny, reason, None)
 }
 
-fn bash(input: &Map<String, Value>, cwd: &Path) -> Result<String, Error> {
+fn bash(input: &Map<String, Value>, cwd: &Path, dirs: &Dirs) -> Result<String, Error> {
     let command = string_field(input, "command", "Bash")?;
-    let s = core::shell(command, cwd)?;
+    let s = core::shell(dirs, command, cwd)?;
     let updated = s.command.map(|c| {
         let mut u = input.clone();
         u.insert("command".into(), Value::String(c));

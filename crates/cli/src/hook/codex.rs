@@ -20,16 +20,16 @@ use serde_json::{Map, Value};
 
 use super::claude::string_field;
 use super::core;
-use crate::anyhow_lite::Error;
+use pinfold_plan::{Dirs, Error};
 
-pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
+pub fn answer(input: &[u8], dirs: &Dirs) -> Result<Option<String>, Error> {
     // Codex sends Claude Code's PreToolUse shape.
     let Some(super::claude::PreToolUse { tool, input: tool_input, cwd }) = super::claude::pre_tool_use(input)? else {
         return Ok(None);
     };
     let (tool, tool_input) = (tool.as_str(), &tool_input);
     match tool {
-        "Bash" => bash(tool_input, &cwd).map(Some),
+        "Bash" => bash(tool_input, &cwd, dirs).map(Some),
         "apply_patch" => {
             let patch = string_field(tool_input, "command", tool)?;
             let files = patch_files(patch);
@@ -37,7 +37,7 @@ pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
                 return Ok(Some(deny("pinfold found no `*** Add/Update/Delete File:` line in this patch, so it cannot tell which files it writes")));
             }
             for f in files {
-                if let Some(why) = core::write_denied(&cwd, f)? {
+                if let Some(why) = core::write_denied(dirs, &cwd, f)? {
                     return Ok(Some(deny(&why)));
                 }
             }
@@ -68,9 +68,9 @@ pub fn patch_files(patch: &str) -> Vec<&str> {
 // Codex answers in Claude Code's PreToolUse shape.
 use super::claude::{deny, output};
 
-fn bash(input: &Map<String, Value>, cwd: &Path) -> Result<String, Error> {
+fn bash(input: &Map<String, Value>, cwd: &Path, dirs: &Dirs) -> Result<String, Error> {
     let command = string_field(input, "command", "Bash")?;
-    let s = core::shell(command, cwd)?;
+    let s = core::shell(dirs, command, cwd)?;
     match (s.decision, s.command) {
         (Action::Allow, Some(c)) => {
             let mut u = input.clone();

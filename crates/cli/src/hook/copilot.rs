@@ -16,7 +16,7 @@ use pinfold_policy::config::Action;
 use serde_json::{json, Map, Value};
 
 use super::core;
-use crate::anyhow_lite::Error;
+use pinfold_plan::{Dirs, Error};
 
 pub fn failure(line: &str) -> String {
     json!({"permissionDecision": "deny", "permissionDecisionReason": line}).to_string()
@@ -34,7 +34,7 @@ fn deny(reason: &str) -> String {
     output(Action::Deny, reason, None)
 }
 
-pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
+pub fn answer(input: &[u8], dirs: &Dirs) -> Result<Option<String>, Error> {
     let payload: Value = serde_json::from_slice(input).map_err(|e| Error::new("the hook input is not valid JSON").cause(e))?;
     let obj = payload.as_object().ok_or_else(|| Error::new("the hook input is not a JSON object"))?;
     if obj.contains_key("tool_name") || obj.contains_key("hook_event_name") {
@@ -63,7 +63,7 @@ pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
     let denied = match tool {
         "bash" => {
             let command = args.get("command").and_then(Value::as_str).ok_or_else(|| Error::new("the bash call has no `command` string"))?;
-            let s = core::shell(command, &cwd)?;
+            let s = core::shell(dirs, command, &cwd)?;
             let modified = s.command.map(|c| {
                 let mut m = args.clone();
                 m.insert("command".into(), Value::String(c));
@@ -71,15 +71,15 @@ pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
             });
             return Ok(Some(output(s.decision, &s.reason, modified)));
         }
-        "create" | "edit" => core::write_denied(&cwd, path(true)?.unwrap_or_default())?,
-        "view" => core::read_denied(&cwd, path(true)?.unwrap_or_default(), false)?,
+        "create" | "edit" => core::write_denied(dirs, &cwd, path(true)?.unwrap_or_default())?,
+        "view" => core::read_denied(dirs, &cwd, path(true)?.unwrap_or_default(), false)?,
         "grep" | "glob" => {
-            let mut found = core::read_denied(&cwd, path(false)?.unwrap_or("."), true)?;
+            let mut found = core::read_denied(dirs, &cwd, path(false)?.unwrap_or("."), true)?;
             if found.is_none()
                 && tool == "glob"
                 && let Some(root) = args.get("pattern").and_then(Value::as_str).and_then(core::glob_root)
             {
-                found = core::read_denied(&cwd, &root, false)?;
+                found = core::read_denied(dirs, &cwd, &root, false)?;
             }
             found
         }

@@ -12,7 +12,7 @@ use pinfold_policy::matcher::{in_or_under, normalize};
 use serde_json::{json, Value};
 
 use super::{rewrite, token};
-use crate::anyhow_lite::Error;
+use pinfold_plan::Error;
 
 /// The call's working directory: `v` (a string) if given, else pinfold's own; made absolute and
 /// resolved through symlinks. A directory that does not exist is an error.
@@ -85,8 +85,7 @@ fn path_decision(config: &Config, cwd: &Path, tool_path: &str, why: &Option<Stri
 }
 
 /// Judge `command` as run in `cwd` and rewrite it so that what needs a sandbox runs in one.
-pub fn shell(command: &str, cwd: &Path) -> Result<Shell, Error> {
-    let dirs = crate::dirs();
+pub fn shell(dirs: &Dirs, command: &str, cwd: &Path) -> Result<Shell, Error> {
     let policy = crate::load_policy(None, Some(cwd), true, dirs)?;
     let j = policy.judge(command, cwd);
     let mut data = record::judgement(&j);
@@ -108,8 +107,7 @@ pub fn shell(command: &str, cwd: &Path) -> Result<Shell, Error> {
 }
 
 /// Why an agent's write tool may not write `path`; `None` when the default sandbox could.
-pub fn write_denied(cwd: &Path, path: &str) -> Result<Option<String>, Error> {
-    let dirs = crate::dirs();
+pub fn write_denied(dirs: &Dirs, cwd: &Path, path: &str) -> Result<Option<String>, Error> {
     let policy = crate::load_policy(None, Some(cwd), true, dirs)?;
     let why = write_check(policy.config(), cwd, path, dirs);
     path_decision(policy.config(), cwd, path, &why);
@@ -118,8 +116,7 @@ pub fn write_denied(cwd: &Path, path: &str) -> Result<Option<String>, Error> {
 
 /// Why an agent's read tool may not read `path` (everything below it when `contents_below`);
 /// `None` when the default sandbox could.
-pub fn read_denied(cwd: &Path, path: &str, contents_below: bool) -> Result<Option<String>, Error> {
-    let dirs = crate::dirs();
+pub fn read_denied(dirs: &Dirs, cwd: &Path, path: &str, contents_below: bool) -> Result<Option<String>, Error> {
     let policy = crate::load_policy(None, Some(cwd), true, dirs)?;
     let why = read_check(policy.config(), cwd, path, contents_below, dirs);
     path_decision(policy.config(), cwd, path, &why);
@@ -153,8 +150,8 @@ pub fn default_preset(config: &Config) -> Option<&SandboxPreset> {
 /// would reach: every existing part resolved through symlinks *before* a `..` after it is
 /// applied (`link/../x` is the parent of the link's target, not `x` beside the link), and a
 /// symlink whose target does not exist yet followed to where a write would create it.
-pub fn resolve(cwd: &Path, p: &str) -> (PathBuf, PathBuf) {
-    let expanded = match (p.strip_prefix('~'), &crate::dirs().home) {
+pub fn resolve(cwd: &Path, p: &str, home: Option<&Path>) -> (PathBuf, PathBuf) {
+    let expanded = match (p.strip_prefix('~'), home) {
         (Some(rest), Some(h)) if rest.is_empty() || rest.starts_with('/') => h.join(rest.trim_start_matches('/')),
         _ => PathBuf::from(p),
     };
@@ -212,7 +209,7 @@ fn physical(raw: &Path, depth: usize) -> PathBuf {
 /// Why the default sandbox could not write `path`; `None` when it could.
 pub fn write_check(config: &Config, cwd: &Path, path: &str, dirs: &Dirs) -> Option<String> {
     let preset = default_preset(config)?;
-    let (lex, canon) = resolve(cwd, path);
+    let (lex, canon) = resolve(cwd, path, dirs.home.as_deref());
     let both = [&lex, &canon];
     // pinfold's own files: its policy, configuration, cache, hook key and ledger (the same
     // list `pinfold exec` keeps read-only in its sandbox).
@@ -259,7 +256,7 @@ pub fn write_check(config: &Config, cwd: &Path, path: &str, dirs: &Dirs) -> Opti
 /// the tool reads everything below `path` (Grep), so a hidden path beneath it counts too.
 pub fn read_check(config: &Config, cwd: &Path, path: &str, contents_below: bool, dirs: &Dirs) -> Option<String> {
     let preset = default_preset(config)?;
-    let (lex, canon) = resolve(cwd, path);
+    let (lex, canon) = resolve(cwd, path, dirs.home.as_deref());
     let both = [&lex, &canon];
     let mut hidden: Vec<String> = preset.read_deny.clone();
     hidden.extend(protect::own_unreadable(dirs).iter().map(|p| p.display().to_string()));

@@ -24,7 +24,7 @@ use pinfold_policy::config::Action;
 use serde_json::{json, Map, Value};
 
 use super::core;
-use crate::anyhow_lite::Error;
+use pinfold_plan::{Dirs, Error};
 
 const NO_OPINION: &str = "{}";
 
@@ -79,7 +79,7 @@ fn session_dir(obj: &Map<String, Value>) -> Result<PathBuf, Error> {
     core::cwd(root, "workspace_roots")
 }
 
-pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
+pub fn answer(input: &[u8], dirs: &Dirs) -> Result<Option<String>, Error> {
     let payload: Value = serde_json::from_slice(input).map_err(|e| Error::new("the hook input is not valid JSON").cause(e))?;
     let obj = payload.as_object().ok_or_else(|| Error::new("the hook input is not a JSON object"))?;
     let event = obj.get("hook_event_name").and_then(Value::as_str).ok_or_else(|| Error::new("the hook input has no `hook_event_name`"))?;
@@ -107,7 +107,7 @@ pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
             match tool.as_str() {
                 "Shell" => {
                     let command = text(ti.get("command"), "tool_input.command")?;
-                    let s = core::shell(&command, &cwd)?;
+                    let s = core::shell(dirs, &command, &cwd)?;
                     let updated = s.command.map(|c| {
                         let mut u = ti.clone();
                         u.insert("command".into(), Value::String(c));
@@ -118,7 +118,7 @@ pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
                 "Write" | "Edit" | "StrReplace" | "MultiEdit" | "Delete" | "TabWrite" | "EditNotebook" => {
                     let mut found = None;
                     for path in path_args(ti, &tool, true)? {
-                        found = found.or(core::write_denied(&cwd, path)?);
+                        found = found.or(core::write_denied(dirs, &cwd, path)?);
                     }
                     found.map_or_else(|| NO_OPINION.into(), |why| deny(&why))
                 }
@@ -129,13 +129,13 @@ pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
                     }
                     let mut found = None;
                     for path in paths {
-                        found = found.or(core::read_denied(&cwd, path, tool != "Read")?);
+                        found = found.or(core::read_denied(dirs, &cwd, path, tool != "Read")?);
                     }
                     if found.is_none()
                         && let Some(root) = ["glob_pattern", "pattern"].iter().find_map(|k| ti.get(*k).and_then(Value::as_str)).and_then(core::glob_root)
                         && tool == "Glob"
                     {
-                        found = core::read_denied(&cwd, &root, false)?;
+                        found = core::read_denied(dirs, &cwd, &root, false)?;
                     }
                     found.map_or_else(|| NO_OPINION.into(), |why| deny(&why))
                 }
@@ -145,7 +145,7 @@ pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
         "beforeShellExecution" => {
             let command = text(obj.get("command"), "command")?;
             let cwd = workdir(obj, None)?;
-            let s = core::shell(&command, &cwd)?;
+            let s = core::shell(dirs, &command, &cwd)?;
             match s.command {
                 Some(c) if c != command => deny(&format!(
                     "{}; it must run in a pinfold sandbox, and beforeShellExecution cannot rewrite a command: \
@@ -158,7 +158,7 @@ pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
         "beforeReadFile" => {
             let path = text(obj.get("file_path"), "file_path")?;
             let cwd = workdir(obj, None)?;
-            match core::read_denied(&cwd, &path, false)? {
+            match core::read_denied(dirs, &cwd, &path, false)? {
                 Some(why) => deny(&why),
                 None => json!({"permission": "allow"}).to_string(),
             }

@@ -19,11 +19,11 @@ use serde_json::{json, Map, Value};
 
 use super::claude::string_field;
 use super::core;
-use crate::anyhow_lite::Error;
+use pinfold_plan::{Dirs, Error};
 
 const NO_OPINION: &str = "{}";
 
-pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
+pub fn answer(input: &[u8], dirs: &Dirs) -> Result<Option<String>, Error> {
     let payload: Value = serde_json::from_slice(input).map_err(|e| Error::new("the hook input is not valid JSON").cause(e))?;
     let obj = payload.as_object().ok_or_else(|| Error::new("the hook input is not a JSON object"))?;
     if let Some(ev) = obj.get("hook_event_name")
@@ -35,13 +35,13 @@ pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
     let ti = obj.get("tool_input").and_then(Value::as_object).ok_or_else(|| Error::new("the hook input has no `tool_input` object"))?;
     let cwd = core::cwd(obj.get("cwd"), "cwd")?;
     let denied = match tool {
-        "run_shell_command" => return shell(ti, &cwd).map(Some),
+        "run_shell_command" => return shell(ti, &cwd, dirs).map(Some),
         "write_file" | "replace" => {
-            let mut found = core::write_denied(&cwd, string_field(ti, "file_path", tool)?)?;
+            let mut found = core::write_denied(dirs, &cwd, string_field(ti, "file_path", tool)?)?;
             // Every path key the call holds is checked: which one a version acts on is not
             // ours to guess.
             if let Some(p) = ti.get("absolute_path").and_then(Value::as_str) {
-                found = found.or(core::write_denied(&cwd, p)?);
+                found = found.or(core::write_denied(dirs, &cwd, p)?);
             }
             found
         }
@@ -52,20 +52,20 @@ pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
             }
             let mut found = None;
             for p in paths {
-                found = found.or(core::read_denied(&cwd, p, false)?);
+                found = found.or(core::read_denied(dirs, &cwd, p, false)?);
             }
             found
         }
         "list_directory" | "glob" | "search_file_content" | "grep_search" => {
             let mut found = None;
             for dir in dir_args(ti, tool)? {
-                found = found.or(core::read_denied(&cwd, dir, tool != "list_directory")?);
+                found = found.or(core::read_denied(dirs, &cwd, dir, tool != "list_directory")?);
             }
             if found.is_none()
                 && let Some(root) = ti.get("pattern").and_then(Value::as_str).and_then(core::glob_root)
                 && tool == "glob"
             {
-                found = core::read_denied(&cwd, &root, false)?;
+                found = core::read_denied(dirs, &cwd, &root, false)?;
             }
             found
         }
@@ -77,7 +77,7 @@ pub fn answer(input: &[u8]) -> Result<Option<String>, Error> {
                     // The literal directory a glob starts in; a relative one is under cwd.
                     let lit: String = p.chars().take_while(|c| !matches!(c, '*' | '?' | '[' | '{')).collect();
                     if found.is_none() {
-                        found = core::read_denied(&cwd, if lit.is_empty() { "." } else { &lit }, true)?;
+                        found = core::read_denied(dirs, &cwd, if lit.is_empty() { "." } else { &lit }, true)?;
                     }
                 }
             }
@@ -108,12 +108,12 @@ fn deny(reason: &str) -> String {
     json!({"decision": "deny", "reason": format!("pinfold: {reason}")}).to_string()
 }
 
-fn shell(ti: &Map<String, Value>, cwd: &Path) -> Result<String, Error> {
+fn shell(ti: &Map<String, Value>, cwd: &Path, dirs: &Dirs) -> Result<String, Error> {
     let command = string_field(ti, "command", "run_shell_command")?;
     // The command runs in `dir_path` (relative to the project root) when given.
     // The directory to run in: each key the call holds must name the same one, inside the
     // session's workspace (which key a Gemini CLI version reads is not ours to guess).
-    let mut dirs: Vec<std::path::PathBuf> = Vec::new();
+    let mut run_dirs: Vec<std::path::PathBuf> = Vec::new();
     for key in ["dir_path", "directory", "path"] {
         match ti.get(key) {
             None | Some(Value::Null) => continue,
@@ -122,17 +122,17 @@ fn shell(ti: &Map<String, Value>, cwd: &Path) -> Result<String, Error> {
                 if let Some(why) = core::outside_workspace(&dir, &[cwd.to_path_buf()]) {
                     return Ok(deny(&why));
                 }
-                dirs.push(dir);
+                run_dirs.push(dir);
             }
             Some(_) => return Err(Error::new(format!("the run_shell_command call's `{key}` is not a string"))),
         }
     }
-    if dirs.windows(2).any(|p| p[0] != p[1]) {
-        let names: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    if run_dirs.windows(2).any(|p| p[0] != p[1]) {
+        let names: Vec<String> = run_dirs.iter().map(|d| d.display().to_string()).collect();
         return Ok(deny(&format!("the call names several directories to run in ({}); pinfold cannot tell which one Gemini CLI uses", names.join(", "))));
     }
-    let cwd = dirs.pop().unwrap_or_else(|| cwd.to_path_buf());
-    let s = core::shell(command, &cwd)?;
+    let cwd = run_dirs.pop().unwrap_or_else(|| cwd.to_path_buf());
+    let s = core::shell(dirs, command, &cwd)?;
     Ok(match (s.decision, s.command) {
         (Action::Allow, Some(c)) => json!({
             "decision": "allow",

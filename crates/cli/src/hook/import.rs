@@ -30,7 +30,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
-use crate::anyhow_lite::Error;
+use pinfold_plan::Error;
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {

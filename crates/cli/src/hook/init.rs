@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 
 use super::agent::AgentName;
 use super::wrapper;
-use crate::anyhow_lite::Error;
+use pinfold_plan::Error;
 
 #[derive(Debug, Args)]
 pub struct InitArgs {

@@ -35,7 +35,7 @@ use clap::{Args, Subcommand};
 use pinfold_sandbox::worker::{self, Ended};
 use serde_json::Value;
 
-use crate::anyhow_lite::Error;
+use pinfold_plan::Error;
 
 /// The most input a hook reads: a tool call is a few kilobytes.
 pub const MAX_INPUT: u64 = 1024 * 1024;
@@ -98,7 +98,7 @@ enum Fail {
 }
 
 /// An adapter's answer to a payload: `None` for no opinion.
-type Answer = fn(&[u8]) -> Result<Option<String>, Error>;
+type Answer = fn(&[u8], &pinfold_plan::Dirs) -> Result<Option<String>, Error>;
 
 /// Each agent: its name, its adapter and how its protocol blocks a call.
 const ADAPTERS: [(&str, Answer, Fail); 5] = [
@@ -113,7 +113,7 @@ const ADAPTERS: [(&str, Answer, Fail); 5] = [
 /// record (for the fuzz targets). `None` for an agent pinfold has no adapter for.
 pub fn answer_in_process(agent: &str, input: &[u8]) -> Option<Result<Option<String>, String>> {
     let (_, answer, _) = ADAPTERS.iter().find(|a| a.0 == agent)?;
-    let out = answer(input).map_err(|e| e.one_line());
+    let out = answer(input, crate::dirs()).map_err(|e| e.one_line());
     core::take_decided();
     Some(out)
 }
@@ -143,7 +143,7 @@ const MAX_ANSWER: usize = 16 << 20;
 /// memory, or had not answered by the deadline gets the agent's blocking answer from the
 /// guard instead: no failure of the judging code can end the hook with a status the agent
 /// reads as "go ahead".
-pub fn run(args: HookArgs) -> Result<i32, Error> {
+pub fn run(args: HookArgs, dirs: &pinfold_plan::Dirs) -> Result<i32, Error> {
     let name = match args.agent {
         Agent::ClaudeCode => "claude-code",
         Agent::Codex => "codex",
@@ -169,7 +169,7 @@ pub fn run(args: HookArgs) -> Result<i32, Error> {
     };
     let limits = worker::Limits { deadline, memory: WORKER_MEMORY, max_output: MAX_ANSWER };
     let judged = match &input {
-        Ok(input) => worker::run(|| decide(agent, answer, fail, input), &limits),
+        Ok(input) => worker::run(|| decide(agent, answer, fail, input, dirs), &limits),
         Err(e) => Err(std::io::Error::other(e.one_line())),
     };
     let why = match judged {
@@ -207,7 +207,7 @@ pub fn run(args: HookArgs) -> Result<i32, Error> {
         || {
             let payload: Value = input.as_deref().ok().and_then(|i| serde_json::from_slice(i).ok()).unwrap_or(Value::Null);
             let audit = pinfold_policy::config::Audit { enabled: true, redact_env: Vec::new() };
-            match record(agent, &payload, &audit, serde_json::json!({}), None, Some(&why)) {
+            match record(dirs, agent, &payload, &audit, serde_json::json!({}), None, Some(&why)) {
                 Ok(()) => 0,
                 Err(_) => 1,
             }
@@ -228,14 +228,14 @@ fn budget() -> Duration {
 }
 
 /// The worker: answer the call, record the decision, write the answer; the exit status.
-fn decide(agent: &str, answer: Answer, fail: Fail, input: &[u8]) -> i32 {
-    let mut out = answer(input);
+fn decide(agent: &str, answer: Answer, fail: Fail, input: &[u8], dirs: &pinfold_plan::Dirs) -> i32 {
+    let mut out = answer(input, dirs);
     // The decision goes to the ledger before the agent hears it; if it cannot, the call is
     // blocked (see record.rs). A failure is recorded too, when the ledger can take it.
     let decided = core::take_decided();
     let payload: Value = serde_json::from_slice(input).unwrap_or(Value::Null);
     let recorded = match (&out, decided) {
-        (Ok(answer), Some(d)) => record(agent, &payload, &d.audit, d.data, answer.as_deref(), None),
+        (Ok(answer), Some(d)) => record(dirs, agent, &payload, &d.audit, d.data, answer.as_deref(), None),
         (Ok(_), None) => Ok(()),
         (Err(e), d) => {
             let (audit, data) = match d {
@@ -243,7 +243,7 @@ fn decide(agent: &str, answer: Answer, fail: Fail, input: &[u8]) -> i32 {
                 None => (pinfold_policy::config::Audit { enabled: true, redact_env: Vec::new() }, serde_json::json!({})),
             };
             let failure = e.one_line();
-            if let Err(r) = record(agent, &payload, &audit, data, None, Some(&failure)) {
+            if let Err(r) = record(dirs, agent, &payload, &audit, data, None, Some(&failure)) {
                 out = Err(Error::new(format!("{failure}; and {}", r.one_line())));
             }
             Ok(())
@@ -269,7 +269,7 @@ fn decide(agent: &str, answer: Answer, fail: Fail, input: &[u8]) -> i32 {
 
 /// Append the `hook` record: what `core` decided (`data`), for which agent, tool and session,
 /// and the answer given (hook tokens shortened), or the failure that blocked the call.
-fn record(agent: &str, payload: &Value, audit: &pinfold_policy::config::Audit, mut data: Value, answer: Option<&str>, failure: Option<&str>) -> Result<(), Error> {
+fn record(dirs: &pinfold_plan::Dirs, agent: &str, payload: &Value, audit: &pinfold_policy::config::Audit, mut data: Value, answer: Option<&str>, failure: Option<&str>) -> Result<(), Error> {
     let field = |keys: &[&str]| keys.iter().find_map(|k| payload.get(*k).and_then(Value::as_str)).map(str::to_string);
     let session = field(&["session_id", "sessionId", "conversation_id"]);
     data["agent"] = agent.into();
@@ -287,7 +287,7 @@ fn record(agent: &str, payload: &Value, audit: &pinfold_policy::config::Audit, m
         data["decision"] = "deny".into();
         data["error"] = f.into();
     }
-    let recorder = pinfold_plan::record::Recorder::open(audit, crate::dirs())?.session(session);
+    let recorder = pinfold_plan::record::Recorder::open(audit, dirs)?.session(session);
     recorder.record("hook", data).map(drop)
 }
 
