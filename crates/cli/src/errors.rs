@@ -22,8 +22,8 @@ pub fn exit_code(door: Door, e: &Error) -> i32 {
         (_, Kind::Input) => exit::USAGE,
         // `exec`'s callers (agents, hooks, scripts) must tell "the command failed" from
         // "nothing ran": 125, as env(1) and container runtimes do.
-        (Door::Exec, Kind::Setup | Kind::Unrecorded) => exit::EXEC_SETUP,
-        (Door::Other, Kind::Setup | Kind::Unrecorded) => exit::USAGE,
+        (Door::Exec, Kind::Setup | Kind::Unrecorded | Kind::Planted) => exit::EXEC_SETUP,
+        (Door::Other, Kind::Setup | Kind::Unrecorded | Kind::Planted) => exit::USAGE,
     }
 }
 

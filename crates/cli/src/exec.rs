@@ -147,6 +147,23 @@ fn finish(f: Finished, report: Option<&Path>) -> Result<i32, Error> {
         }
         return Err(e);
     }
+    if !f.planted.is_empty() {
+        // The command ran, but left files that would run later outside the sandbox: moved
+        // aside, and the run is not a success whatever its status.
+        if let Ok(o) = &f.result {
+            o.leave_unreaped();
+        }
+        let mut e = Error::new(format!("the command created {} control file(s): programs outside the sandbox would run or obey them", f.planted.len()))
+            .kind(pinfold_plan::Kind::Planted)
+            .hint("a control file is written by a person, or by a command the user's own configuration lets write it (docs/design/threat-model.md)");
+        for p in &f.planted {
+            e = e.cause(match &p.moved_to {
+                Some(to) => format!("{}: {}; moved to {}", p.path.display(), p.family.why(), to.display()),
+                None => format!("{}: {}; it could not be moved aside", p.path.display(), p.family.why()),
+            });
+        }
+        return Err(e);
+    }
     for p in &f.restored {
         say!("pinfold: restored {}, which the command deleted", p.display());
     }

@@ -29,6 +29,7 @@ mod sandbox_kernel;
 mod sandbox_processes;
 mod sandbox_network;
 mod sandbox_exec;
+mod control_files;
 // `pinfold exec` with a host allowlist: the egress proxy and the credential broker.
 mod egress_allowlist;
 mod egress_tools;

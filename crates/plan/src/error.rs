@@ -12,6 +12,9 @@ pub enum Kind {
     Unrecorded,
     /// The sandbox, the egress proxy or a credential could not be set up: nothing ran.
     Setup,
+    /// The command ran, and created a file a program outside the sandbox would run or obey
+    /// (moved aside): what it did is not passed on as a success.
+    Planted,
 }
 
 /// A failure for a person: headline, causes, hint, kind.

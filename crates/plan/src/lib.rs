@@ -18,6 +18,7 @@ macro_rules! say {
 
 mod dirs;
 mod egress;
+pub mod control;
 mod error;
 pub mod git_guard;
 mod plan;

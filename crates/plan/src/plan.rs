@@ -11,7 +11,7 @@ use pinfold_sandbox::{Network, Policy as SandboxPolicy};
 use serde_json::Value;
 
 use crate::git_guard::GitGuard;
-use crate::{protect, record, Dirs};
+use crate::{control, protect, record, Dirs};
 
 /// `--net`: the network asked for on the command line, over the preset's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +92,8 @@ pub struct Sandbox {
     pub policy: SandboxPolicy,
     /// The repository's history, kept through the run.
     pub guard: GitGuard,
+    /// The control files kept read-only, and those watched (crate::control).
+    pub control: control::Guard,
 }
 
 /// A command to run, and all it needs.
@@ -171,12 +173,12 @@ pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> R
     }
     let config = policy.config();
     let preset = preset(&judgement, cx.sandbox.as_deref(), config)?;
-    let (sp, guard) = sandbox_policy(&preset, cx, config, dirs);
+    let (sp, guard, control) = sandbox_policy(&preset, cx, config, dirs);
     record["sandbox"] = serde_json::json!({"preset": preset.name, "network": sp.network, "writable": sp.writable});
     if sp.network == Network::Proxy {
         record["sandbox"]["hosts"] = preset.network_hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>().into();
     }
-    let sandbox = Sandbox { preset, policy: sp, guard };
+    let sandbox = Sandbox { preset, policy: sp, guard, control };
     if cx.dry_run {
         record["dry_run"] = true.into();
         return Ok(Plan { text, judgement, hook_approved, step: Step::Show { record, argv, sandbox: Box::new(sandbox) } });
@@ -217,7 +219,7 @@ pub fn preset(judgement: &Judgement, asked: Option<&str>, config: &pinfold_polic
 
 /// The sandbox for `preset` in `cx`: every writable root, every protected and hidden path,
 /// the network and the environment; and the git guard whose protected objects it holds.
-fn sandbox_policy(preset: &SandboxPreset, cx: &Context, config: &pinfold_policy::config::Config, dirs: &Dirs) -> (SandboxPolicy, GitGuard) {
+fn sandbox_policy(preset: &SandboxPreset, cx: &Context, config: &pinfold_policy::config::Config, dirs: &Dirs) -> (SandboxPolicy, GitGuard, control::Guard) {
     let cwd = &cx.cwd;
     let mut sp = SandboxPolicy::new(cwd.clone());
     let root = &config.project_root;
@@ -250,6 +252,10 @@ fn sandbox_policy(preset: &SandboxPreset, cx: &Context, config: &pinfold_policy:
     sp.write_deny.extend(protect::policy_file_paths(root, cwd));
     sp.write_deny.extend(dirs.config.iter().cloned());
     sp.write_deny.extend(dirs.cache.iter().cloned());
+    // Files that programs outside the sandbox run or obey later: read-only when they exist,
+    // moved aside after the run when it creates them (control.rs).
+    let control = control::Guard::before(root, cwd, dirs.home.as_deref(), &sp.writable, &config.control_lift);
+    sp.write_deny.extend(control.protect.iter().cloned());
     sp.read_deny = paths(&preset.read_deny);
     sp.read_deny.extend(cx.deny_read.iter().map(|p| cwd.join(p)));
     sp.read_deny.extend(protect::engine_sockets(dirs));
@@ -282,7 +288,7 @@ fn sandbox_policy(preset: &SandboxPreset, cx: &Context, config: &pinfold_policy:
     sp.keep_env = preset.env_keep.clone();
     sp.keep_env.extend(cx.keep_env.iter().cloned());
     sp.allow_degraded = cx.allow_degraded;
-    (sp, guard)
+    (sp, guard, control)
 }
 
 /// Shell builtins and keywords: text naming one of these needs the shell. `true` and `false`

@@ -23,6 +23,8 @@ pub struct Finished {
     pub restored: Vec<PathBuf>,
     /// Loose git objects left unprotected (over [`crate::git_guard::MAX_LOOSE`]).
     pub unprotected: usize,
+    /// Control files the command created, moved aside: the run does not count as a success.
+    pub planted: Vec<crate::control::Planted>,
     /// The `exec_end` record could not be written: the command ran, but its end is not in the
     /// ledger.
     pub end_error: Option<Error>,
@@ -38,6 +40,7 @@ pub fn run(run: Run, recorder: Recorder, pre: Option<Prestart>, dirs: &Dirs) -> 
     let Run { text, argv, record, sandbox, loaded, audit, credentials } = run;
     let mut sp = sandbox.policy;
     let guard = sandbox.guard;
+    let control = sandbox.control;
     // The egress proxy, when the network goes through it: started (and its secrets read)
     // before the run, serving the listener the sandbox makes inside its namespace as soon as
     // it arrives.
@@ -103,7 +106,9 @@ pub fn run(run: Run, recorder: Recorder, pre: Option<Prestart>, dirs: &Dirs) -> 
         Ok(s) => s,
         Err(e) => {
             let unrecorded = Some(e);
-            return Ok(Finished { result, span_error, restored: Vec::new(), unprotected: 0, end_error: None, unrecorded });
+            // Nothing of the command's may stay planted, recorded or not.
+            let planted = control.after();
+            return Ok(Finished { result, span_error, restored: Vec::new(), unprotected: 0, planted, end_error: None, unrecorded });
         }
     };
     let mut end = serde_json::json!({
@@ -111,6 +116,10 @@ pub fn run(run: Run, recorder: Recorder, pre: Option<Prestart>, dirs: &Dirs) -> 
         "start_seq": start_seq,
         "duration_us": started.elapsed().as_micros() as u64,
     });
+    let planted = control.after();
+    if !planted.is_empty() {
+        end["planted"] = serde_json::json!(planted);
+    }
     match &result {
         Ok(o) => {
             end["exit"] = o.code.into();
@@ -123,7 +132,7 @@ pub fn run(run: Run, recorder: Recorder, pre: Option<Prestart>, dirs: &Dirs) -> 
     }
     let end_error = recorder.record("exec_end", end).err();
     let restored = guard.after();
-    Ok(Finished { result, span_error, restored, unprotected: guard.unprotected, end_error, unrecorded: None })
+    Ok(Finished { result, span_error, restored, unprotected: guard.unprotected, planted, end_error, unrecorded: None })
 }
 
 /// The SandboxReport as recorded at the end of a run: the layers and what they granted, with

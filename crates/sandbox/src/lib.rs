@@ -387,16 +387,44 @@ impl SandboxError {
     }
 }
 
+/// The toolchain caches in the home directory a sandboxed build may write, when they exist:
+/// where cargo, rustup, go, pip, uv, npm, pnpm, yarn, maven and gradle keep what they fetch
+/// and build. Named one by one, never all of `~/.cache`: other programs keep code there that
+/// they run later outside any sandbox (pre-commit's hook repositories, corepack, poetry's
+/// virtualenvs, Playwright's browsers).
+pub const HOME_CACHES: &[&str] = &[
+    ".cargo/registry",
+    ".cargo/git",
+    ".rustup/tmp",
+    ".cache/go-build",
+    ".cache/pip",
+    ".cache/uv",
+    ".cache/yarn",
+    ".cache/pnpm",
+    ".cache/sccache",
+    ".cache/ccache",
+    ".npm/_cacache",
+    ".npm/_logs",
+    ".pnpm-store",
+    ".yarn/berry/cache",
+    "go/pkg/mod",
+    ".m2/repository",
+    ".gradle/caches",
+];
+
+/// Caches made before a run when the directory that holds them exists, so that the tool's
+/// first sandboxed run can fill them (`~/.npm` exists once npm ran: its cache and logs).
+const MADE_CACHES: &[&str] = &[".npm/_cacache", ".npm/_logs", ".cache/go-build", ".cache/pip"];
+
 /// The usual writable roots for work in `project_root`, each existing one once:
 ///
 /// * the project itself — the work;
 /// * the git directory when it lives elsewhere (worktrees and submodules, where `.git` is a
 ///   file naming it), and the common directory of a worktree — so `git commit` works;
 /// * `state_dir`, pinfold's own state (when given);
-/// * toolchain caches that exist: `~/.cargo/registry`, `~/.cargo/git`, `~/.rustup/tmp`,
-///   `~/.cache`, `~/.npm`, `~/.pnpm-store`, `~/.yarn`, `~/go/pkg/mod`, `~/.m2/repository`,
-///   `~/.gradle/caches`, `~/.cache/pip` (inside `~/.cache`) — so builds can fetch and
-///   reuse dependencies without writing anywhere else in the home directory;
+/// * the toolchain caches of [`HOME_CACHES`] that exist (those of `MADE_CACHES`
+///   made first when the directory holding them exists) — so builds can fetch and reuse
+///   dependencies without writing anywhere else in the home directory;
 /// * `extra`.
 ///
 /// The private temp dir is added by [`Policy::run`] itself.
@@ -407,20 +435,15 @@ pub fn default_writable(project_root: &Path, state_dir: Option<&Path>, home: Opt
         out.push(s.to_path_buf());
     }
     if let Some(h) = home {
-        for c in [
-            ".cargo/registry",
-            ".cargo/git",
-            ".rustup/tmp",
-            ".cache",
-            ".npm",
-            ".pnpm-store",
-            ".yarn",
-            "go/pkg/mod",
-            ".m2/repository",
-            ".gradle/caches",
-        ] {
+        for c in MADE_CACHES {
             let p = h.join(c);
-            if p.exists() {
+            if p.parent().is_some_and(Path::is_dir) {
+                let _ = std::fs::create_dir(&p);
+            }
+        }
+        for c in HOME_CACHES {
+            let p = h.join(c);
+            if p.is_dir() {
                 out.push(p);
             }
         }

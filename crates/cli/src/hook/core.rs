@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
-use pinfold_plan::{protect, record, Dirs};
+use pinfold_plan::{control, protect, record, Dirs};
 use pinfold_policy::config::{Action, Audit, Config, SandboxPreset};
 use pinfold_policy::matcher::{in_or_under, normalize};
 use serde_json::{json, Value};
@@ -221,6 +221,12 @@ pub fn write_check(config: &Config, cwd: &Path, path: &str, dirs: &Dirs) -> Opti
     // every later call made from there (docs/design/threat-model.md).
     if both.iter().any(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(protect::is_policy_file_name)) {
         return Some(format!("`{}` would be a pinfold policy file; agents may not write one", lex.display()));
+    }
+    // Files programs outside the sandbox run or obey later: agent settings, git's own files,
+    // editor tasks, commit hooks (the same list `pinfold exec` keeps read-only).
+    let root = config.project_root.as_path();
+    if let Some(f) = both.iter().find_map(|p| control::is_control(root, cwd, dirs.home.as_deref(), &config.control_lift, p)) {
+        return Some(format!("`{}` is a control file: {}; agents may not change it, a person does", lex.display(), f.why()));
     }
     if let Some(d) = preset.write_deny.iter().find(|d| both.iter().any(|p| in_or_under(p, d))) {
         return Some(format!("`{}` is write-protected in the `{}` sandbox (`{d}`)", lex.display(), preset.name));

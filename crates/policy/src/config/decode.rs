@@ -9,9 +9,10 @@ use super::{Action, RuleSpec, TestCase};
 use pinfold_egress::HostPattern;
 
 pub(crate) const TOP_KEYS: &[&str] = &[
-    "$schema", "extends", "defaults", "paths", "rules", "sandbox", "tests", "audit", "credentials",
+    "$schema", "extends", "defaults", "paths", "rules", "sandbox", "tests", "audit", "credentials", "control",
 ];
 pub(crate) const AUDIT_KEYS: &[&str] = &["enabled", "redact_env"];
+pub(crate) const CONTROL_KEYS: &[&str] = &["lift"];
 pub(crate) const DEFAULTS_KEYS: &[&str] = &["action", "sandbox", "on_parse_error"];
 pub(crate) const RULE_KEYS: &[&str] = &[
     "allow", "ask", "deny", "message", "fix", "sandbox", "env", "tests",
@@ -43,6 +44,9 @@ pub(crate) struct Layer {
     pub sandboxes: Vec<PresetDef>,
     pub tests: Vec<TestCase>,
     pub audit: LayerAudit,
+    /// `control.lift`: control files commands may write, with where the list was written
+    /// (only the user's own configuration may lift one).
+    pub control_lift: Option<(Vec<String>, Location)>,
     /// `[credentials.NAME]` tables, in file order.
     pub credentials: Vec<CredentialDef>,
     /// Names this file uses that must be defined somewhere in the merged configuration.
@@ -290,6 +294,7 @@ pub(crate) fn decode(file: &str, doc: &Node<'_>) -> Result<Layer, ConfigError> {
             }
             "defaults" => d.defaults(&e.value, &path, &mut layer)?,
             "audit" => d.audit(&e.value, &path, &mut layer)?,
+            "control" => d.control(&e.value, &path, &mut layer)?,
             "paths" => {
                 for set in d.table(&e.value, &path)? {
                     let p = path.key(&set.key);
@@ -570,6 +575,34 @@ impl Decoder<'_> {
                 "enabled" => layer.audit.enabled = Some((self.bool(&e.value, &p)?, self.loc(e.value.pos))),
                 "redact_env" => layer.audit.redact_env = self.env_names(&e.value, &p)?,
                 _ => return Err(self.unknown(e, path, AUDIT_KEYS)),
+            }
+        }
+        Ok(())
+    }
+
+    fn control(&self, node: &Node<'_>, path: &KeyPath<'_>, layer: &mut Layer) -> Result<(), ConfigError> {
+        for e in self.table(node, path)? {
+            let p = path.key(&e.key);
+            match &*e.key {
+                "lift" => {
+                    let items = self.array(&e.value, &p)?;
+                    let mut lifted = Vec::with_capacity(items.len());
+                    for (i, item) in items.iter().enumerate() {
+                        let ip = p.index(i);
+                        let text = self.string(item, &ip)?;
+                        if text.is_empty() || text.contains(['*', '?', '[']) {
+                            return Err(self.invalid(
+                                item.pos,
+                                &ip,
+                                format!("`{text}` is not a path"),
+                                Some("name one control file or directory, relative to the project root or `~/…`".into()),
+                            ));
+                        }
+                        lifted.push(text.to_string());
+                    }
+                    layer.control_lift = Some((lifted, self.loc(e.value.pos)));
+                }
+                _ => return Err(self.unknown(e, path, CONTROL_KEYS)),
             }
         }
         Ok(())

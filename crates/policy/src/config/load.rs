@@ -208,6 +208,7 @@ struct Merged {
     audit_enabled: Option<bool>,
     redact_env: Vec<String>,
     credentials: BTreeMap<String, CredentialDef>,
+    control_lift: Vec<String>,
 }
 
 struct Loader<'o> {
@@ -390,6 +391,18 @@ impl<'o> Loader<'o> {
         }
         if self.from_project {
             project_may_not_hold_secrets(&layer)?;
+            if let Some((_, location)) = &layer.control_lift {
+                return Err(ConfigError::Invalid {
+                    location: location.clone(),
+                    key_path: "control.lift".into(),
+                    message: "a project policy cannot lift control files".into(),
+                    hint: Some(
+                        "control files run or configure programs outside the sandbox, and files in the project can be \
+                         written by the agent; lift them in $XDG_CONFIG_HOME/pinfold/config.toml or a `-c` file"
+                            .into(),
+                    ),
+                });
+            }
         }
         self.merged.sources.push(display);
         self.merge(layer);
@@ -425,6 +438,13 @@ impl<'o> Loader<'o> {
         for name in layer.audit.redact_env {
             if !m.redact_env.contains(&name) {
                 m.redact_env.push(name);
+            }
+        }
+        if let Some((lifted, _)) = layer.control_lift {
+            for p in lifted {
+                if !m.control_lift.contains(&p) {
+                    m.control_lift.push(p);
+                }
             }
         }
     }
@@ -535,6 +555,14 @@ impl<'o> Loader<'o> {
                 .contains_key("workspace")
                 .then(|| "workspace".to_string())
         });
+        let control_lift: Vec<PathBuf> = m
+            .control_lift
+            .iter()
+            .map(|p| match (p.strip_prefix("~/"), home) {
+                (Some(rest), Some(h)) => h.join(rest),
+                _ => normalize(&root.join(p)),
+            })
+            .collect();
         Ok(Config {
             defaults: Defaults {
                 action: m.action.unwrap_or(Action::Ask),
@@ -554,6 +582,7 @@ impl<'o> Loader<'o> {
                 redact_env: m.redact_env,
             },
             credentials,
+            control_lift,
         })
     }
 }

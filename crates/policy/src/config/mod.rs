@@ -274,6 +274,10 @@ pub struct Config {
     pub audit: Audit,
     /// `[credentials.NAME]`, by name. Only the user's own files may define them.
     pub credentials: BTreeMap<String, Credential>,
+    /// `control.lift`: control files (and directories) commands and the agent's file tools
+    /// may write after all, absolute. Only the user's own files may lift one.
+    #[serde(default)]
+    pub control_lift: Vec<PathBuf>,
 }
 
 /// `[audit]`: whether decisions are recorded in the ledger, and what to redact there.

@@ -38,6 +38,8 @@ struct PolicyFile {
     tests: Vec<TestFile>,
     #[serde(default)]
     audit: AuditFile,
+    #[serde(default)]
+    control: ControlFile,
     /// Named secrets the egress proxy can inject for an endpoint. Only the user's own
     /// configuration or a `-c` file may define them, not a project file.
     #[serde(default)]
@@ -60,6 +62,20 @@ struct CredentialFile {
     /// A command run outside the sandbox; its standard output is the secret.
     #[serde(default)]
     command: String,
+}
+
+/// Control files: files programs outside the sandbox run or obey later (agent settings, git's
+/// own files, editor tasks, commit hooks), read-only to sandboxed commands and refused to the
+/// agent's file tools.
+#[derive(JsonSchema, Default)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+struct ControlFile {
+    /// Control files or directories commands and the agent's file tools may write after all:
+    /// relative to the project root, or `~/…`. Only the user's configuration or a `-c` file may
+    /// lift one, not a project file.
+    #[serde(default)]
+    lift: Vec<String>,
 }
 
 /// The audit ledger: whether decisions are recorded, and which secrets to redact there.
@@ -296,6 +312,7 @@ mod tests {
             ("EnvFile", ENV_KEYS),
             ("TestFile", TEST_KEYS),
             ("AuditFile", AUDIT_KEYS),
+            ("ControlFile", CONTROL_KEYS),
             ("EndpointFile", ENDPOINT_KEYS),
             ("CredentialFile", CREDENTIAL_KEYS),
         ] {

@@ -1,0 +1,482 @@
+//! Control files: files that configure pinfold or an agent, or that programs run or obey
+//! later, *outside* any sandbox — git on the user's next `git status`, the agent at its next
+//! start, direnv, an editor, a commit hook. A sandboxed command that writes one escapes later,
+//! when that program reads it (docs/design/threat-model.md, "Writes that run later").
+//!
+//! [`Guard::before`] looks at the project (and the home directory when the project is the
+//! home directory) before a run:
+//!
+//! * control files that exist are kept read-only in the sandbox ([`Guard::protect`], added to
+//!   the write-deny list: the kernel enforces it);
+//! * those that do not exist are watched: a placeholder (an empty file, as for policy files)
+//!   would show in the command's `git status` and `git add -A` would commit it, and git
+//!   itself stops working when `.git/commondir` is an empty file. [`Guard::after`] moves any
+//!   of them the run created aside (`NAME.pinfold-planted`, nothing deleted), and the run
+//!   does not report success;
+//! * the git directory's layout is watched the same way: a new entry under `modules/` or
+//!   `worktrees/` (a repository git would enter), a new `commondir`, a new `.git` whose
+//!   configuration or hooks run code.
+//!
+//! The agent's file tools are refused the same files (`pinfold hook`, [`is_control`]).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// What reads a family of control files, and so why a sandboxed command may not write them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// git's own files: the next git command reads them outside the sandbox.
+    Git,
+    /// An agent's settings, hooks, MCP servers, sub-agents, commands and instructions.
+    Agent,
+    /// Files an editor, direnv, a version manager or a commit hook runs when a person acts.
+    Person,
+    /// Start-up and tool configuration in the home directory.
+    Home,
+}
+
+impl Family {
+    /// Why a file of this family is a control file.
+    pub fn why(self) -> &'static str {
+        match self {
+            Family::Git => "git reads it on the next git command, outside the sandbox (hooks, fsmonitor, filters, other repositories)",
+            Family::Agent => "an agent reads it at its next start (its settings, hooks, MCP servers and instructions)",
+            Family::Person => "an editor, direnv, a version manager or a commit hook runs it when a person acts",
+            Family::Home => "a shell, git or a toolchain reads it from the home directory, outside the sandbox",
+        }
+    }
+}
+
+/// A project's control files and directories, relative to its root. A directory stands for
+/// everything in it.
+pub const PROJECT: &[(&str, Family)] = &[
+    // Claude Code: settings (permissions, hooks), sub-agents, commands, skills, MCP servers,
+    // instructions.
+    (".claude", Family::Agent),
+    ("CLAUDE.md", Family::Agent),
+    ("CLAUDE.local.md", Family::Agent),
+    (".mcp.json", Family::Agent),
+    // Codex, Gemini CLI, Cursor, Copilot CLI and others.
+    (".codex", Family::Agent),
+    ("AGENTS.md", Family::Agent),
+    (".gemini", Family::Agent),
+    ("GEMINI.md", Family::Agent),
+    (".cursor", Family::Agent),
+    (".cursorrules", Family::Agent),
+    (".github/hooks", Family::Agent),
+    (".github/copilot-instructions.md", Family::Agent),
+    (".windsurf", Family::Agent),
+    (".clinerules", Family::Agent),
+    (".kiro", Family::Agent),
+    (".opencode", Family::Agent),
+    ("opencode.json", Family::Agent),
+    ("opencode.jsonc", Family::Agent),
+    (".aider.conf.yml", Family::Agent),
+    // Editors: tasks that run on opening a folder, settings that name programs.
+    (".vscode", Family::Person),
+    (".idea", Family::Person),
+    (".run", Family::Person),
+    (".zed", Family::Person),
+    (".nvim.lua", Family::Person),
+    (".nvimrc", Family::Person),
+    (".exrc", Family::Person),
+    (".dir-locals.el", Family::Person),
+    // Shell environment managers: run on `cd`.
+    (".envrc", Family::Person),
+    (".mise.toml", Family::Person),
+    ("mise.toml", Family::Person),
+    (".mise", Family::Person),
+    (".tool-versions", Family::Person),
+    // Commit hooks and their managers: run on the next `git commit`.
+    (".husky", Family::Person),
+    (".pre-commit-config.yaml", Family::Person),
+    ("lefthook.yml", Family::Person),
+    ("lefthook.yaml", Family::Person),
+    (".lefthook.yml", Family::Person),
+    (".lefthook.yaml", Family::Person),
+    // Run on the host when a container is opened; programs a toolchain runs in their place.
+    (".devcontainer", Family::Person),
+    (".devcontainer.json", Family::Person),
+    (".yarnrc.yml", Family::Person),
+    ("rust-toolchain.toml", Family::Person),
+];
+
+/// In the home directory, when it is the project (or inside one): what shells, git and
+/// toolchains read at start-up. Every other dot entry there is protected too; these are
+/// named for the file tools and the docs.
+pub const HOME_NAMED: &[&str] = &[
+    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshenv", ".zprofile", ".zshrc",
+    ".zlogin", ".zlogout", ".inputrc", ".gitconfig", ".config", ".local/bin", "bin", ".npmrc", ".cargo/config.toml",
+    ".claude", ".claude.json", ".ssh",
+];
+
+/// The home directory's caches a sandboxed command may still write when the home directory is
+/// the project: the named toolchain caches (the same list as the sandbox's default writable
+/// caches), never the rest of `~/.cache`.
+pub const HOME_CACHES: &[&str] = pinfold_sandbox::HOME_CACHES;
+
+/// The suffix a planted control file is renamed with.
+pub const PLANTED_SUFFIX: &str = ".pinfold-planted";
+
+/// A control file the run created, and where it was moved.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Planted {
+    pub path: PathBuf,
+    /// Where it is now (`None` when it could not be moved: it is still at `path`).
+    pub moved_to: Option<PathBuf>,
+    pub family: Family,
+}
+
+/// A directory's entries before the run.
+#[derive(Debug)]
+struct Listing {
+    dir: PathBuf,
+    /// Sorted.
+    names: Vec<OsString>,
+    family: Family,
+    /// Only names starting with `.` (and `bin`) count.
+    dot_only: bool,
+}
+
+fn counts(name: &std::ffi::OsStr, dot_only: bool) -> bool {
+    !dot_only || name.as_encoded_bytes().starts_with(b".") || name == "bin"
+}
+
+/// What a run must not change, looked at before it.
+#[derive(Debug, Default)]
+pub struct Guard {
+    /// Control files that exist: read-only in the sandbox.
+    pub protect: Vec<PathBuf>,
+    /// Control files that do not exist: moved aside if the run creates them.
+    missing: Vec<(PathBuf, Family)>,
+    /// Directories whose entries are fixed for the run: a new entry is moved aside (in the
+    /// home directory, a new dot entry or `bin`).
+    listings: Vec<Listing>,
+    /// A git directory that did not exist: if the run makes one, its configuration and hooks
+    /// are checked.
+    new_repo: Option<PathBuf>,
+}
+
+impl Guard {
+    /// Look at the project `root` (working directory `cwd`, home directory `home`) before a
+    /// run whose writable roots are `writable`. Control paths outside every writable root need nothing: the sandbox
+    /// cannot write them anyway. `lifted`: paths the user's own configuration lets commands
+    /// write.
+    pub fn before(root: &Path, cwd: &Path, home: Option<&Path>, writable: &[PathBuf], lifted: &[PathBuf]) -> Guard {
+        let mut g = Guard::default();
+        let open = |p: &Path| writable.iter().any(|w| p.starts_with(w)) && !lifted.iter().any(|l| p.starts_with(l));
+        // In the project root and each directory from there down to the working directory,
+        // as for policy files: agents and direnv read these from where they start too.
+        for dir in crate::protect::policy_dirs(root, cwd) {
+            for (rel, family) in PROJECT {
+                g.add(dir.join(rel), *family, &open);
+            }
+        }
+        g.git(root, &open);
+        if let Some(h) = home
+            && (h == root || h.starts_with(root) || writable.iter().any(|w| h.starts_with(w)))
+        {
+            g.home(h, &open);
+        }
+        g
+    }
+
+    fn add(&mut self, p: PathBuf, family: Family, open: &dyn Fn(&Path) -> bool) {
+        if !open(&p) {
+            return;
+        }
+        // Followed through links: a dangling link is watched like a missing file (a write
+        // through it creates its target).
+        match std::fs::metadata(&p) {
+            Ok(_) => {
+                if !self.protect.contains(&p) {
+                    self.protect.push(p);
+                }
+            }
+            Err(_) => {
+                // Only where it could be created: a parent that is a file holds nothing.
+                if p.parent().is_some_and(|d| !d.exists() || d.is_dir()) && !self.missing.iter().any(|(m, _)| *m == p) {
+                    self.missing.push((p, family));
+                }
+            }
+        }
+    }
+
+    fn listing(&mut self, dir: PathBuf, family: Family, open: &dyn Fn(&Path) -> bool) {
+        if !open(&dir) {
+            return;
+        }
+        match std::fs::read_dir(&dir) {
+            Ok(rd) => {
+                let mut names: Vec<OsString> = rd.flatten().map(|e| e.file_name()).collect();
+                names.sort();
+                self.listings.push(Listing { dir, names, family, dot_only: false });
+            }
+            Err(_) => self.add(dir, family, open),
+        }
+    }
+
+    /// git: everything in the git directory that names other paths or runs code.
+    fn git(&mut self, root: &Path, open: &dyn Fn(&Path) -> bool) {
+        let dotgit = root.join(".git");
+        let meta = std::fs::symlink_metadata(&dotgit);
+        let (gitdir, common) = match &meta {
+            Ok(m) if m.is_dir() => (dotgit.clone(), dotgit.clone()),
+            Ok(_) => {
+                // A worktree's or submodule's `.git` file: it names the git directory.
+                self.add(dotgit.clone(), Family::Git, open);
+                let mut found = pinfold_sandbox::git_equivalents(root, &[dotgit.clone()]);
+                let Some(gitdir) = found.first().cloned() else { return };
+                let common = found.pop().unwrap_or_else(|| gitdir.clone());
+                (gitdir, common)
+            }
+            Err(_) => {
+                // No repository: one the run makes is checked afterwards.
+                if open(&dotgit) {
+                    self.new_repo = Some(dotgit);
+                }
+                return;
+            }
+        };
+        for name in ["config", "hooks", "info", "commondir", "config.worktree", "gitdir", "objects/info/alternates"] {
+            self.add(common.join(name), Family::Git, open);
+            if gitdir != common {
+                self.add(gitdir.join(name), Family::Git, open);
+            }
+        }
+        // Files the configuration names: a hooks directory and included files in the project.
+        for p in config_paths(&common, root) {
+            self.add(p, Family::Git, open);
+        }
+        // Repositories git enters: submodules' git directories and linked worktrees. Each
+        // one's own control files are protected; a new one is moved aside.
+        for sub in ["modules", "worktrees"] {
+            let dir = common.join(sub);
+            if let Ok(rd) = std::fs::read_dir(&dir) {
+                for e in rd.flatten() {
+                    for name in ["config", "hooks", "info", "commondir", "config.worktree", "gitdir"] {
+                        self.add(e.path().join(name), Family::Git, open);
+                    }
+                }
+            }
+            self.listing(dir, Family::Git, open);
+        }
+    }
+
+    /// The home directory as (or inside) a writable root: every dot entry read-only but the
+    /// named caches, and no new ones.
+    fn home(&mut self, home: &Path, open: &dyn Fn(&Path) -> bool) {
+        let caches: Vec<PathBuf> = HOME_CACHES.iter().map(|c| home.join(c)).collect();
+        let Ok(rd) = std::fs::read_dir(home) else { return };
+        let mut names: Vec<OsString> = Vec::new();
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let p = e.path();
+            if name.as_encoded_bytes().starts_with(b".") || name == "bin" {
+                if caches.iter().any(|c| c.starts_with(&p)) {
+                    // A directory holding a cache (`.cache`, `.cargo`): its other entries are
+                    // protected one by one.
+                    self.home_dir_around_caches(&p, &caches, open);
+                } else {
+                    self.add(p, Family::Home, open);
+                }
+            }
+            names.push(name);
+        }
+        names.sort();
+        if open(home) {
+            self.listings.push(Listing { dir: home.to_path_buf(), names, family: Family::Home, dot_only: true });
+        }
+        for n in HOME_NAMED {
+            self.add(home.join(n), Family::Home, open);
+        }
+    }
+
+    fn home_dir_around_caches(&mut self, dir: &Path, caches: &[PathBuf], open: &dyn Fn(&Path) -> bool) {
+        let Ok(rd) = std::fs::read_dir(dir) else { return };
+        for e in rd.flatten() {
+            let p = e.path();
+            if caches.contains(&p) {
+                continue;
+            }
+            if caches.iter().any(|c| c.starts_with(&p)) {
+                self.home_dir_around_caches(&p, caches, open);
+            } else {
+                self.add(p, Family::Home, open);
+            }
+        }
+        self.listing(dir.to_path_buf(), Family::Home, open);
+    }
+
+    /// After the run: move aside every control file it created; what was moved.
+    pub fn after(&self) -> Vec<Planted> {
+        let mut out = Vec::new();
+        for (p, family) in &self.missing {
+            if std::fs::metadata(p).is_ok() {
+                out.push(move_aside(p, *family));
+            }
+        }
+        for l in &self.listings {
+            let Ok(rd) = std::fs::read_dir(&l.dir) else { continue };
+            let mut new: Vec<PathBuf> = rd
+                .flatten()
+                .filter(|e| counts(&e.file_name(), l.dot_only) && l.names.binary_search(&e.file_name()).is_err())
+                // What this pass itself moved aside is not new.
+                .filter(|e| !out.iter().any(|o: &Planted| o.moved_to.as_deref() == Some(e.path().as_path())))
+                .map(|e| e.path())
+                .collect();
+            new.sort();
+            for p in new {
+                if !out.iter().any(|o: &Planted| o.path == p) {
+                    out.push(move_aside(&p, l.family));
+                }
+            }
+        }
+        if let Some(dotgit) = &self.new_repo
+            && std::fs::symlink_metadata(dotgit).is_ok()
+            && !harmless_new_repo(dotgit)
+        {
+            out.push(move_aside(dotgit, Family::Git));
+        }
+        out
+    }
+}
+
+/// Move `p` aside to `p.pinfold-planted` (`…-2`, `…-3` when taken): kept, never deleted, and
+/// under a name no program reads.
+fn move_aside(p: &Path, family: Family) -> Planted {
+    let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut moved_to = None;
+    for i in 1..100 {
+        let suffix = if i == 1 { PLANTED_SUFFIX.to_string() } else { format!("{PLANTED_SUFFIX}-{i}") };
+        let to = p.with_file_name(format!("{name}{suffix}"));
+        if std::fs::symlink_metadata(&to).is_ok() {
+            continue;
+        }
+        // RENAME_NOREPLACE semantics by the check above; a race loses to the other file, which
+        // stays where it is.
+        if std::fs::rename(p, &to).is_ok() {
+            moved_to = Some(to);
+        }
+        break;
+    }
+    Planted { path: p.to_path_buf(), moved_to, family }
+}
+
+/// The paths a repository's configuration names that git runs or reads as configuration:
+/// `core.hooksPath` (relative: against the work tree `root`, where hooks run) and
+/// `include.path`/`includeIf.*.path` (relative: against the git directory, which holds the
+/// configuration file), as git reads them.
+fn config_paths(gitdir: &Path, root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for file in ["config", "config.worktree"] {
+        let Ok(text) = std::fs::read_to_string(gitdir.join(file)) else { continue };
+        let mut section = String::new();
+        for line in text.lines() {
+            let line = line.trim();
+            if let Some(rest) = line.strip_prefix('[') {
+                section = rest.split([']', ' ', '"']).next().unwrap_or("").to_ascii_lowercase();
+                continue;
+            }
+            let Some((key, value)) = line.split_once('=') else { continue };
+            let key = key.trim().to_ascii_lowercase();
+            let value = value.trim().trim_matches('"');
+            let base = if section == "core" && key == "hookspath" {
+                root
+            } else if (section == "include" || section == "includeif") && key == "path" {
+                gitdir
+            } else {
+                continue;
+            };
+            if !value.is_empty() {
+                let p = Path::new(value);
+                out.push(pinfold_policy::matcher::normalize(&if p.is_absolute() { p.to_path_buf() } else { base.join(p) }));
+            }
+        }
+    }
+    out
+}
+
+/// Whether a git directory the run created is one git would only read (what `git init` or
+/// `git clone` makes): no configuration key that runs a program or names another file, no
+/// hook but git's samples, no `commondir`.
+fn harmless_new_repo(dotgit: &Path) -> bool {
+    let Ok(meta) = std::fs::symlink_metadata(dotgit) else { return true };
+    if !meta.is_dir() {
+        // A `.git` file points git elsewhere.
+        return false;
+    }
+    if ["commondir", "gitdir", "config.worktree"].iter().any(|n| std::fs::symlink_metadata(dotgit.join(n)).is_ok()) {
+        return false;
+    }
+    if let Ok(rd) = std::fs::read_dir(dotgit.join("hooks")) {
+        if rd.flatten().any(|e| !e.file_name().to_string_lossy().ends_with(".sample")) {
+            return false;
+        }
+    }
+    let Ok(text) = std::fs::read_to_string(dotgit.join("config")) else { return true };
+    let mut section = String::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with(['#', ';']) {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix('[') {
+            section = rest.split([']', ' ', '"', '.']).next().unwrap_or("").to_ascii_lowercase();
+            continue;
+        }
+        let key = line.split('=').next().unwrap_or("").trim().to_ascii_lowercase();
+        let ok = match section.as_str() {
+            "core" => matches!(key.as_str(), "repositoryformatversion" | "filemode" | "bare" | "logallrefupdates" | "ignorecase" | "precomposeunicode" | "symlinks"),
+            "remote" => matches!(key.as_str(), "url" | "fetch" | "pushurl"),
+            "branch" => matches!(key.as_str(), "remote" | "merge" | "rebase"),
+            "init" => key == "defaultbranch",
+            "user" => matches!(key.as_str(), "name" | "email"),
+            "extensions" => key == "objectformat",
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether `path` (absolute) is a control file of the project `root` for a command in `cwd`,
+/// or of the home directory when it is the project, and not `lifted` by the user: its family,
+/// for the agent's file tools.
+pub fn is_control(root: &Path, cwd: &Path, home: Option<&Path>, lifted: &[PathBuf], path: &Path) -> Option<Family> {
+    if lifted.iter().any(|l| path.starts_with(l)) {
+        return None;
+    }
+    for dir in crate::protect::policy_dirs(root, cwd) {
+        for (rel, family) in PROJECT {
+            if path.starts_with(dir.join(rel)) {
+                return Some(*family);
+            }
+        }
+    }
+    let git = ["config", "hooks", "info", "commondir", "config.worktree", "gitdir", "modules", "worktrees"];
+    if path == root.join(".git") && path.is_file() {
+        return Some(Family::Git);
+    }
+    if let Ok(rest) = path.strip_prefix(root.join(".git"))
+        && let Some(first) = rest.components().next()
+        && git.iter().any(|g| first.as_os_str() == *g)
+    {
+        return Some(Family::Git);
+    }
+    if let Some(h) = home
+        && h.starts_with(root)
+        && let Ok(rest) = path.strip_prefix(h)
+        && let Some(first) = rest.components().next()
+    {
+        let first = first.as_os_str();
+        let cache = HOME_CACHES.iter().any(|c| rest.starts_with(c));
+        if !cache && (first.as_encoded_bytes().starts_with(b".") || first == "bin") {
+            return Some(Family::Home);
+        }
+    }
+    None
+}
