@@ -33,7 +33,8 @@ Examples:
 
 pub const EXEC: &str = "\
 Exit status: the command's own status (128+N when killed by signal N); 126 denied by the policy
-(or needs confirmation); 125 the sandbox could not be set up, nothing ran; 127 command not found;
+(or needs confirmation); 125 the sandbox could not be set up, nothing ran, or the command created a
+control file (moved aside, listed); 127 command not found;
 2 usage or configuration error.
 
 Examples:

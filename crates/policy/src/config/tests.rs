@@ -1352,3 +1352,30 @@ fn a_project_file_cannot_define_credentials_or_endpoints() {
     o.explicit = Some(env.root.join("mine.toml"));
     assert_eq!(load(&o).unwrap().sandboxes["b"].endpoints.len(), 1);
 }
+
+#[test]
+fn only_the_users_own_files_lift_control_files() {
+    let env = Env::new();
+    write(&env.root, "home/.config/pinfold/config.toml", "[control]\nlift = ['CLAUDE.md', '~/.gitconfig']\n");
+    write(&env.root, "proj/pinfold.toml", "# the project's policy\n");
+    let c = load(&env.opts("proj")).unwrap();
+    let root = c.project_root.clone();
+    assert_eq!(c.control_lift, vec![root.join("CLAUDE.md"), env.root.join("home/.gitconfig")]);
+    // A project file (or one it extends) may not.
+    for (file, text) in [("proj/pinfold.toml", "[control]\nlift = ['.vscode']\n"), ("proj/pinfold.local.toml", "\n[control]\nlift = ['.envrc']\n")] {
+        write(&env.root, file, text);
+        let err = load(&env.opts("proj")).unwrap_err();
+        let ConfigError::Invalid { location, key_path, message, hint } = &err else { panic!("{err:?}") };
+        assert_eq!(key_path, "control.lift", "{file}");
+        assert_eq!(location.col, 8, "{file}");
+        assert!(message.contains("cannot lift control files"), "{message}");
+        assert!(hint.as_deref().unwrap().contains("config.toml"));
+        let _ = std::fs::remove_file(env.root.join("proj/pinfold.local.toml"));
+        write(&env.root, "proj/pinfold.toml", "# the project's policy\n");
+    }
+    // Globs and unknown keys are errors with their place.
+    let (line, col, msg, _) = invalid(toml("[control]\nlift = ['.claude/*']\n"));
+    assert_eq!((line, col, msg.contains("is not a path")), (2, 9, true), "{msg}");
+    let (line, _, msg, _) = invalid(toml("[control]\nlifts = []\n"));
+    assert_eq!((line, msg.contains("unknown key `lifts`")), (2, true), "{msg}");
+}
