@@ -30,10 +30,12 @@ impl World {
         World { _dir: dir, home: root.join("home"), proj: root.join("proj"), root }
     }
 
+    /// Write a project file; a policy file is approved, as its author would (`pinfold trust`).
     fn put(&self, rel: &str, text: &str) -> PathBuf {
         let p = self.proj.join(rel);
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(&p, text).unwrap();
+        crate::support::approve_policy(&p, &self.root.join("state/pinfold"));
         p
     }
 

@@ -61,11 +61,15 @@ impl World {
         World { _dir: dir, root, home, cache, cwd }
     }
 
-    /// Write `text` to `rel` (relative to the temp root), creating directories.
+    /// Write `text` to `rel` (relative to the temp root), creating directories; a policy file
+    /// outside the user's configuration is approved, as its author would (`pinfold trust`).
     fn write(&self, rel: &str, text: &str) -> PathBuf {
         let p = self.root.join(rel);
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(&p, text).unwrap();
+        if !p.starts_with(self.home.join(".config")) {
+            crate::support::approve_policy(&p, &self.home.join(".local/state/pinfold"));
+        }
         p
     }
 

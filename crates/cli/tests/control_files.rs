@@ -18,6 +18,7 @@ both_users!(
     files_a_person_runs_are_moved_aside,
     home_as_the_project,
     only_named_caches_are_writable,
+    policy_files_take_effect_only_as_approved,
 );
 
 /// The `.git/commondir` attack: copy the repository's objects and refs to `.git/evil/`, give
@@ -116,7 +117,9 @@ fn agent_settings_stay_read_only(u: User) {
         assert!(a.proj.join(format!("{f}.pinfold-planted")).exists(), "{}: {f} must be kept aside", a.label());
     }
     // The agent's file tools: refused, directly and through a dangling link made in the
-    // project (the link's target is created by the write).
+    // project (the link's target is created by the write). The hook reads the project's
+    // policy, which its author approved.
+    a.approve(&a.proj.join("pinfold.toml"));
     std::os::unix::fs::symlink(".claude/settings.local.json", a.proj.join("notes.json")).unwrap();
     std::os::unix::fs::symlink("pinfold.local.toml", a.proj.join("cfg.toml")).unwrap();
     for path in [".claude/settings.json", "CLAUDE.md", ".mcp.json", "notes.json", "cfg.toml", ".git/commondir"] {
@@ -203,4 +206,49 @@ fn only_named_caches_are_writable(u: User) {
     assert!(r.escaped().is_empty(), "{}: {:?}\n{}", a.label(), r.escaped(), r.show());
     assert!(r.stdout.contains("cached"), "{}: the Go build cache must stay writable\n{}", a.label(), r.show());
     assert_eq!(fs::read_to_string(a.home.join(".cache/pre-commit/repo/hook.py")).unwrap(), "print('ok')\n");
+}
+
+/// A project policy file decides what agents may run and how strong their sandbox is, and
+/// anyone who can change the project can write one. It takes effect only with content the user
+/// approved (`pinfold trust`): a clone's own file at first, a change that arrives by `git
+/// checkout` (as a pull brings one), a change written outside any sandbox (an agent's file
+/// tool with no hook): each is refused, saying so, until approved again.
+fn policy_files_take_effect_only_as_approved(u: User) {
+    let mut fx = Fx::new(u, "policy_files_take_effect_only_as_approved");
+    fx.config = None;
+    let policy = fx.proj.join("pinfold.toml");
+    let check = |fx: &Fx| -> Run {
+        let argv = vec![pinfold_bin(), "check".into(), "--".into(), "frobnicate --everything".into()];
+        let mut c = fx.cmd(&argv);
+        c.current_dir(&fx.proj);
+        run_cmd(c, argv.join(" "), None, TIMEOUT)
+    };
+    let refused = |r: &Run, why: &str| {
+        assert_eq!(r.code, Some(2), "{}: read unapproved ({why})\n{}", fx.label(), r.show());
+        assert!(r.stderr.contains(why) && r.stderr.contains("pinfold trust"), "{}: the refusal must say why and how\n{}", fx.label(), r.show());
+    };
+    // As cloned: never approved.
+    refused(&check(&fx), "you have not approved");
+    fx.approve(&policy);
+    assert_eq!(check(&fx).code, Some(0), "{}: the approved policy (allow) must be read", fx.label());
+    // A change arriving through git.
+    let p = Fx::s(&fx.proj);
+    fx.host_ok(&["git", "-C", &p, "add", "pinfold.toml"]);
+    fx.host_ok(&["git", "-C", &p, "commit", "-q", "-m", "policy"]);
+    fx.host_ok(&["git", "-C", &p, "checkout", "-q", "-b", "theirs"]);
+    fx.put(&policy, &format!("{TEST_POLICY}# theirs\n"));
+    fx.host_ok(&["git", "-C", &p, "commit", "-q", "-am", "their policy"]);
+    fx.host_ok(&["git", "-C", &p, "checkout", "-q", "main"]);
+    fx.own();
+    assert_eq!(check(&fx).code, Some(0), "{}: back on the approved content", fx.label());
+    fx.host_ok(&["git", "-C", &p, "checkout", "-q", "theirs"]);
+    fx.own();
+    refused(&check(&fx), "changed since you approved it");
+    // A change written outside any sandbox.
+    fx.host_ok(&["git", "-C", &p, "checkout", "-q", "main"]);
+    fs::write(&policy, format!("{TEST_POLICY}# a file tool's edit\n")).unwrap();
+    fx.own();
+    refused(&check(&fx), "changed since you approved it");
+    fx.approve(&policy);
+    assert_eq!(check(&fx).code, Some(0), "{}", fx.label());
 }

@@ -40,10 +40,12 @@ impl World {
         World { _dir: dir, root, home, state, proj }
     }
 
+    /// Write a project file; a policy file is approved, as its author would (`pinfold trust`).
     fn put(&self, rel: &str, text: &str) -> PathBuf {
         let p = self.proj.join(rel);
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(&p, text).unwrap();
+        crate::support::approve_policy(&p, &self.state.join("pinfold"));
         p
     }
 

@@ -36,10 +36,14 @@ impl World {
         self.env.push((k.to_string(), v.to_string()));
     }
 
+    /// Write a file; a policy file in the project is approved, as its author would.
     fn write(&self, rel: &str, text: &str) -> PathBuf {
         let p = self.root.join(rel);
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(&p, text).unwrap();
+        if p.starts_with(&self.proj) {
+            crate::support::approve_policy(&p, &self.state);
+        }
         p
     }
 
@@ -115,7 +119,7 @@ impl World {
 #[test]
 fn check_records_each_verdict_with_the_rules_that_matched() {
     let w = World::new();
-    fs::write(w.proj.join("pinfold.toml"), "[[rules]]\nallow = 'ls *'\n[[rules]]\ndeny = 'rm -r *'\n").unwrap();
+    w.write("proj/pinfold.toml", "[[rules]]\nallow = 'ls *'\n[[rules]]\ndeny = 'rm -r *'\n");
     for (cmd, code) in [("ls -la", 0), ("make", 10), ("rm -rf ~", 11)] {
         let o = w.run(&["check", "--", cmd], b"");
         assert_eq!(o.code, code, "{cmd}: {}", o.stderr);
@@ -164,7 +168,7 @@ fn the_users_config_can_turn_recording_off_and_a_project_cannot() {
     assert!(!w.root.join("not-a-dir/state").exists());
 
     let w = World::new();
-    fs::write(w.proj.join("pinfold.toml"), "[defaults]\naction = 'allow'\n[audit]\nenabled = false\n").unwrap();
+    w.write("proj/pinfold.toml", "[defaults]\naction = 'allow'\n[audit]\nenabled = false\n");
     let o = w.run(&["check", "--", "ls"], b"");
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("pinfold.toml:4:11"), "{}", o.stderr);
@@ -257,7 +261,7 @@ fn a_failing_hook_is_recorded_too() {
 #[test]
 fn exec_records_start_and_end_and_refusals() {
     let w = World::new();
-    fs::write(w.proj.join("pinfold.toml"), "extends = ['pinfold:default']\n[[rules]]\nallow = 'sh *'\n[[rules]]\ndeny = 'rm -r /'\n").unwrap();
+    w.write("proj/pinfold.toml", "extends = ['pinfold:default']\n[[rules]]\nallow = 'sh *'\n[[rules]]\ndeny = 'rm -r /'\n");
     let o = w.run(&["exec", "--", "sh -c 'exit 3'"], b"");
     assert_eq!(o.code, 3, "{}", o.stderr);
     let o = w.run(&["exec", "--", "rm -rf /"], b"");
@@ -335,13 +339,14 @@ fn closed_standard_descriptors_do_not_become_the_ledger() {
 #[test]
 fn the_sandbox_cannot_read_or_write_the_ledger_even_inside_the_project() {
     let mut w = World::new();
-    fs::write(w.proj.join("pinfold.toml"), "[defaults]\naction = 'allow'\nsandbox = 'w'\n[sandbox.w]\nfs.write.allow = ['.']\n").unwrap();
+    w.write("proj/pinfold.toml", "[defaults]\naction = 'allow'\nsandbox = 'w'\n[sandbox.w]\nfs.write.allow = ['.']\n");
     // The ledger inside a writable root: still out of reach.
     let state = w.proj.join("audit");
     w.set("PINFOLD_STATE_DIR", &state.display().to_string());
     let key = w.root.join("keys/ledger.key");
     fs::create_dir_all(key.parent().unwrap()).unwrap();
     w.set("PINFOLD_LEDGER_KEY", &key.display().to_string());
+    crate::support::approve_policy(&w.proj.join("pinfold.toml"), &state);
     assert_eq!(w.run(&["audit", "checkpoint"], b"").code, 0);
     assert!(key.exists());
     let before = fs::read(state.join("ledger.jsonl")).unwrap();
@@ -372,11 +377,10 @@ fn the_sandbox_cannot_read_or_write_the_ledger_even_inside_the_project() {
 #[test]
 fn a_host_allowlist_runs_through_the_proxy_and_is_recorded_so() {
     let w = World::new();
-    fs::write(
-        w.proj.join("pinfold.toml"),
+    w.write(
+        "proj/pinfold.toml",
         "[defaults]\naction = 'allow'\nsandbox = 'build'\n[sandbox.build]\nfs.write.allow = ['.']\nnetwork.allow = true\nnetwork.hosts = ['crates.io']\n[sandbox.full]\nnetwork.allow = true\n", // address-literal: never connected (dry runs only: nothing runs)
-    )
-    .unwrap();
+    );
     let plan = |args: &[&str]| {
         let o = w.run(args, b"");
         assert_eq!(o.code, 0, "{}", o.stderr);
@@ -403,7 +407,7 @@ fn a_host_allowlist_runs_through_the_proxy_and_is_recorded_so() {
 #[test]
 fn exec_records_are_synced_checks_are_not_unless_asked() {
     let mut w = World::new();
-    fs::write(w.proj.join("pinfold.toml"), "extends = ['pinfold:default']\n[[rules]]\nallow = 'sh *'\n").unwrap();
+    w.write("proj/pinfold.toml", "extends = ['pinfold:default']\n[[rules]]\nallow = 'sh *'\n");
     // Create the ledger first (its first records start the checkpoint clock and sync).
     assert_eq!(w.run(&["check", "--", "ls"], b"").code, 0);
     let syncs = |w: &World, args: &[&str]| -> usize {

@@ -380,8 +380,8 @@ fn pinfold_config_new_default_preset(u: User) {
 /// not be read by a later `pinfold check` whose working directory is `sub/` (it is refused, with
 /// `pinfold trust` as the way on), and the command cannot approve it itself: `pinfold trust`
 /// from inside fails and the list of approved files stays as it was. The control: the same file
-/// written on the host, outside any run, is read; and once a person approves the planted one,
-/// it is read too.
+/// written on the host and approved by its author is read; and once a person approves the
+/// planted one, it is read too.
 fn planted_policy_file_in_a_subdirectory(u: User) {
     let mut fx = Fx::new(u, "planted_policy_file_in_a_subdirectory");
     fs::create_dir_all(fx.proj.join("sub")).unwrap();
@@ -392,9 +392,12 @@ fn planted_policy_file_in_a_subdirectory(u: User) {
         let argv = vec![pinfold_bin(), "check".into(), "--cwd".into(), Fx::s(&fx.proj.join("sub")), "--".into(), "frobnicate --everything".into()];
         run_cmd(fx.cmd(&argv), argv.join(" "), None, TIMEOUT)
     };
-    // Control: written on the host, outside any sandboxed run, the file is policy.
-    fx.put(&sub_policy, planted);
+    // Control: written on the host and approved by its author, the file is policy. (Other
+    // bytes than the plant's: an approval is for exact content at a path, and the same bytes
+    // planted later at the same path would be what the person approved.)
+    fx.put(&sub_policy, &format!("{planted}# the author's\n"));
     fx.own();
+    fx.approve(&sub_policy);
     let r = check_in_sub(&fx);
     assert_eq!(r.code, Some(0), "{}: the host's own sub/pinfold.toml must be read\n{}", fx.label(), r.show());
     fs::remove_file(&sub_policy).unwrap();
@@ -419,6 +422,7 @@ fn planted_policy_file_in_a_subdirectory(u: User) {
     let r = check_in_sub(&fx);
     assert_eq!(r.code, Some(2), "{}: a planted policy file was read\n{}", fx.label(), r.show());
     assert!(r.stderr.contains("pinfold trust"), "{}: the refusal should say how to approve\n{}", fx.label(), r.show());
+    assert!(r.stderr.contains("while sandboxed commands could write"), "{}: the refusal should say a sandboxed command could have written it\n{}", fx.label(), r.show());
     // A person approves it (outside any sandbox): now it is read.
     let argv = vec![pinfold_bin(), "trust".into(), Fx::s(&sub_policy)];
     let t = run_cmd(fx.cmd(&argv), argv.join(" "), None, TIMEOUT);
@@ -431,12 +435,13 @@ fn planted_policy_file_in_a_subdirectory(u: User) {
 /// The same gap for a nested policy file that exists: a person's `sub/pinfold.toml` (which
 /// asks for everything) is not protected while a command runs at the root, so the command can
 /// rewrite it to allow everything. The rewritten file must not be read by a later check in
-/// `sub/`; the person's own later edit, outside any run, is read again.
+/// `sub/`; the person's own later edit, outside any run, needs approving again, then is read.
 fn rewritten_policy_file_in_a_subdirectory(u: User) {
     let mut fx = Fx::new(u, "rewritten_policy_file_in_a_subdirectory");
     let sub_policy = fx.proj.join("sub/pinfold.toml");
     fx.put(&sub_policy, "[defaults]\naction = \"ask\"\n");
     fx.own();
+    fx.approve(&sub_policy);
     let check_in_sub = |fx: &Fx| -> Run {
         let argv = vec![pinfold_bin(), "check".into(), "--cwd".into(), Fx::s(&fx.proj.join("sub")), "--".into(), "frobnicate --everything".into()];
         run_cmd(fx.cmd(&argv), argv.join(" "), None, TIMEOUT)
@@ -453,12 +458,17 @@ fn rewritten_policy_file_in_a_subdirectory(u: User) {
     let r = check_in_sub(&fx);
     assert_eq!(r.code, Some(2), "{}: a policy file rewritten from inside was read\n{}", fx.label(), r.show());
     // Outside any run (and more than a second after it, so not in its interval), the person
-    // edits the file themselves: read again.
+    // edits the file themselves: any change needs approving again (as direnv's `allow`),
+    // and the refusal no longer blames a sandboxed command; once approved, it is read.
     std::thread::sleep(Duration::from_millis(1100));
     fx.put(&sub_policy, "[defaults]\naction = \"deny\"\n");
     fx.own();
     let r = check_in_sub(&fx);
-    assert_eq!(r.code, Some(11), "{}: the person's own edit must be read\n{}", fx.label(), r.show());
+    assert_eq!(r.code, Some(2), "{}: a changed policy file was read unapproved\n{}", fx.label(), r.show());
+    assert!(r.stderr.contains("changed since you approved it"), "{}\n{}", fx.label(), r.show());
+    fx.approve(&sub_policy);
+    let r = check_in_sub(&fx);
+    assert_eq!(r.code, Some(11), "{}: the person's approved edit must be read\n{}", fx.label(), r.show());
     fx.config = None;
 }
 

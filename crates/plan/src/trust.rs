@@ -1,22 +1,21 @@
-//! Project policy files a sandboxed command could have written are not read until a person
-//! says so.
+//! Project policy files are read only with content the user approved, as direnv reads an
+//! `.envrc` only once allowed.
 //!
-//! `pinfold exec` protects every policy-file name in the project root and on the way down to
-//! its working directory, but a command may still create `sub/pinfold.toml` in another
-//! directory of a writable root, or change a nested policy file there; an agent whose working
-//! directory is later `sub/` would then be judged by it. So `pinfold exec` keeps, in the state
-//! directory (hidden and read-only in every sandbox), when each writable root was open to
+//! A project file (`pinfold.*`, `pinfold.local.*` and what they extend) decides what agents
+//! may run and how strong their sandbox is, and anyone who can change the project can write
+//! one: a sandboxed command, an agent's file tool, a `git pull` of someone else's commit. So a
+//! project file is read only when its exact content (SHA-256, with its path) is in the list
+//! `pinfold trust` keeps in the state directory (`trusted`, one `HASH<TAB>PATH` a line; hidden
+//! and read-only in every sandbox). Any change, the user's own included, needs `pinfold trust`
+//! again. The user's own files (`$XDG_CONFIG_HOME/pinfold`) and a `-c` file are theirs.
+//!
+//! `pinfold exec` also keeps, in the state directory, when each writable root was open to
 //! sandboxed commands (`sandbox-roots`, a line per root: the root, its intervals, the runs
-//! going on; rewritten in place under an exclusive lock, read under a shared one). When policy
-//! is loaded, a project-layer file whose status-change time (ctime: set by the kernel on every
-//! creation or change of the file, never to a time the caller chooses) lies in such an
-//! interval for a root holding it is refused, unless its exact content was approved with
-//! `pinfold trust` (`trusted`: SHA-256 and path, one a line).
-//!
-//! Runs less than a second apart share an interval, and past 32 intervals a root's oldest are
-//! merged into one: a person who edits a policy file in the middle of an agent's burst of
-//! commands, or long ago between sessions that have since been merged, approves it with
-//! `pinfold trust`, as an `.envrc` needs `direnv allow`. Stricter, never laxer.
+//! going on; rewritten in place under an exclusive lock, read under a shared one). A refusal
+//! uses it to say whether a sandboxed command could have written the file: its status-change
+//! time (ctime: set by the kernel on every creation or change, never to a time the caller
+//! chooses) lies in such an interval. Runs less than a second apart share an interval, and
+//! past 32 intervals a root's oldest are merged into one.
 
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
@@ -370,49 +369,57 @@ fn trusted_entries(dir: &Path) -> Vec<(String, PathBuf)> {
         .collect()
 }
 
-/// Refuse `files` (project-layer policy files, as loaded) that a sandboxed command could have
-/// created or changed, unless their content is trusted.
+/// Refuse `files` (project-layer policy files, as loaded) whose exact content the user has not
+/// approved with `pinfold trust`: a project file may come from anyone — a sandboxed command, an
+/// agent's file tool, a `git pull` — and it decides what agents may run and how strong their
+/// sandbox is. The refusal says whether a sandboxed command could have written the file.
 pub fn check(files: &[PathBuf], dirs: &Dirs) -> Result<(), Error> {
     if files.is_empty() {
         return Ok(());
     }
-    let Ok(dir) = dirs.ledger_dir() else { return Ok(()) };
-    let Some(text) = read_all(dir) else {
-        return Err(Error::new(format!("cannot read the record of sandboxed roots in {}", dir.display()))
-            .hint("pinfold does not read project policy without it; check the state directory's permissions"));
-    };
-    if text.is_empty() {
-        return Ok(());
-    }
-    let now = now_ns();
+    let dir = dirs
+        .ledger_dir()
+        .map_err(|e| Error::new("no state directory, where pinfold keeps the policy files you approved").cause(e).hint("set HOME, XDG_STATE_HOME or PINFOLD_STATE_DIR"))?;
     let mut trusted: Option<Vec<(String, PathBuf)>> = None;
     for f in files {
-        let Ok(m) = std::fs::metadata(f) else { continue };
-        let ctime = ctime_ns(&m);
-        let canonical = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
-        let hit = text
-            .lines()
-            .filter_map(|l| l.split_once('\t'))
-            .filter(|(root, _)| canonical.starts_with(root))
-            .map(|(root, rest)| Span::parse_rest(root, rest))
-            // A line that does not parse covers everything: refuse rather than read.
-            .map(|s| s.unwrap_or_else(|| Span { root: PathBuf::from("/"), intervals: vec![(i64::MIN, i64::MAX)], active: Vec::new() }))
-            .find(|s| s.covers(ctime, now));
-        let Some(span) = hit else { continue };
         let content = std::fs::read(f).map_err(|e| Error::new(format!("cannot read {}", f.display())).cause(e))?;
+        let canonical = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
         let hash = sha256_hex(&content);
         let list = trusted.get_or_insert_with(|| trusted_entries(dir));
         if list.iter().any(|(h, p)| *h == hash && *p == canonical) {
             continue;
         }
-        return Err(Error::new(format!(
-            "{} was created or changed while sandboxed commands could write {}; pinfold does not read policy a sandboxed command may have written",
-            f.display(),
-            span.root.display()
-        ))
-        .hint(format!("if you wrote it (or have read it and agree), run `pinfold trust {}` outside any sandbox", f.display())));
+        let approved_before = list.iter().any(|(_, p)| *p == canonical);
+        let sandboxed = sandboxed_root(f, &canonical, dir);
+        let why = match (&sandboxed, approved_before) {
+            (Some(root), _) => format!(
+                "{} was created or changed while sandboxed commands could write {}, and this content is not one you approved",
+                f.display(),
+                root.display()
+            ),
+            (None, true) => format!("{} changed since you approved it", f.display()),
+            (None, false) => format!("{} is a project policy file you have not approved", f.display()),
+        };
+        return Err(Error::new(format!("{why}; pinfold reads project policy only with content you approved")).hint(format!(
+            "read it, then run `pinfold trust {}` outside any sandbox (a project file decides what agents may run and how strong their sandbox is, and anyone who can change the project can write one)",
+            f.display()
+        )));
     }
     Ok(())
+}
+
+/// The writable root a sandboxed command held when `f` last changed, if any (for the refusal's
+/// words: the decision does not depend on it).
+fn sandboxed_root(f: &Path, canonical: &Path, dir: &Path) -> Option<PathBuf> {
+    let text = read_all(dir)?;
+    let ctime = ctime_ns(&std::fs::metadata(f).ok()?);
+    let now = now_ns();
+    text.lines()
+        .filter_map(|l| l.split_once('\t'))
+        .filter(|(root, _)| canonical.starts_with(root))
+        .filter_map(|(root, rest)| Span::parse_rest(root, rest))
+        .find(|s| s.covers(ctime, now))
+        .map(|s| s.root)
 }
 
 /// Approve the present content of `files`; a later change needs approving again.

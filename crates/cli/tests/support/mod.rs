@@ -16,7 +16,7 @@ use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -291,4 +291,21 @@ pub fn run_cmd(mut c: Command, what: String, stdin: Option<Vec<u8>>, timeout: Du
         timed_out,
         took,
     }
+}
+
+/// The user approves a policy file they wrote, as `pinfold trust PATH` does outside any
+/// sandbox, with the world's state directory: the worlds' helpers call it for each policy
+/// file (any TOML, YAML or JSON file, since a policy may extend one) they write in a project.
+/// What cannot be approved (a name that is not a regular file) stays unapproved.
+pub fn approve_policy(path: &Path, state_dir: &Path) {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if !["toml", "yaml", "yml", "json"].contains(&ext) || !path.is_file() {
+        return;
+    }
+    let out = std::process::Command::new(BIN)
+        .args(["trust", &path.display().to_string()])
+        .env("PINFOLD_STATE_DIR", state_dir)
+        .output()
+        .expect("run pinfold trust");
+    assert!(out.status.success(), "pinfold trust {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
 }

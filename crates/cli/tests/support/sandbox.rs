@@ -282,6 +282,14 @@ impl Fx {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// The user approves `policy` (`pinfold trust`, as the case's user, outside any sandbox),
+    /// for cases that let pinfold find the project's policy instead of passing `-c`.
+    pub fn approve(&self, policy: &Path) {
+        let argv = vec![pinfold_bin(), "trust".into(), Self::s(policy)];
+        let r = run_cmd(self.cmd(&argv), argv.join(" "), None, TIMEOUT);
+        assert_eq!(r.code, Some(0), "{}: cannot approve {}\n{}", self.label(), policy.display(), r.show());
+    }
+
     /// Write `.t/NAME.sh` (bash) in the working directory; returns the argv that runs it.
     pub fn sh_script(&self, name: &str, body: &str) -> Vec<String> {
         let p = self.cwd.join(".t").join(format!("{name}.sh"));
