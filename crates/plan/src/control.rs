@@ -128,6 +128,30 @@ pub struct Planted {
     pub family: Family,
 }
 
+/// Directory listings read once per pass: whether a control path exists is a lookup in its
+/// parent's listing, not a system call of its own (most do not exist, and a project has about
+/// fifty names to look for).
+#[derive(Default)]
+struct Dirents(std::collections::HashMap<PathBuf, Option<std::collections::HashMap<OsString, bool>>>);
+
+impl Dirents {
+    /// Whether `p` exists, links followed (`Some(false)` for a dangling link); `None` when its
+    /// parent is not a directory, so that nothing can be created there.
+    fn exists(&mut self, p: &Path) -> Option<bool> {
+        let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else { return Some(p.exists()) };
+        let listing = self.0.entry(dir.to_path_buf()).or_insert_with(|| match std::fs::read_dir(dir) {
+            Ok(rd) => Some(rd.flatten().map(|e| (e.file_name(), e.file_type().is_ok_and(|t| t.is_symlink()))).collect()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Default::default()),
+            Err(_) => None,
+        });
+        match listing.as_ref()?.get(name) {
+            None => Some(false),
+            Some(false) => Some(true),
+            Some(true) => Some(std::fs::metadata(p).is_ok()),
+        }
+    }
+}
+
 /// A directory's entries before the run.
 #[derive(Debug)]
 struct Listing {
@@ -144,7 +168,7 @@ fn counts(name: &std::ffi::OsStr, dot_only: bool) -> bool {
 }
 
 /// What a run must not change, looked at before it.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Guard {
     /// Control files that exist: read-only in the sandbox.
     pub protect: Vec<PathBuf>,
@@ -156,6 +180,19 @@ pub struct Guard {
     /// A git directory that did not exist: if the run makes one, its configuration and hooks
     /// are checked.
     new_repo: Option<PathBuf>,
+    /// The listings `before` read.
+    seen: Dirents,
+}
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard")
+            .field("protect", &self.protect)
+            .field("missing", &self.missing)
+            .field("listings", &self.listings)
+            .field("new_repo", &self.new_repo)
+            .finish()
+    }
 }
 
 impl Guard {
@@ -187,19 +224,19 @@ impl Guard {
             return;
         }
         // Followed through links: a dangling link is watched like a missing file (a write
-        // through it creates its target).
-        match std::fs::metadata(&p) {
-            Ok(_) => {
+        // through it creates its target). Where the parent is a file nothing can be created.
+        match self.seen.exists(&p) {
+            Some(true) => {
                 if !self.protect.contains(&p) {
                     self.protect.push(p);
                 }
             }
-            Err(_) => {
-                // Only where it could be created: a parent that is a file holds nothing.
-                if p.parent().is_some_and(|d| !d.exists() || d.is_dir()) && !self.missing.iter().any(|(m, _)| *m == p) {
+            Some(false) => {
+                if !self.missing.iter().any(|(m, _)| *m == p) {
                     self.missing.push((p, family));
                 }
             }
+            None => {}
         }
     }
 
@@ -312,8 +349,9 @@ impl Guard {
     /// After the run: move aside every control file it created; what was moved.
     pub fn after(&self) -> Vec<Planted> {
         let mut out = Vec::new();
+        let mut now = Dirents::default();
         for (p, family) in &self.missing {
-            if std::fs::metadata(p).is_ok() {
+            if now.exists(p) == Some(true) {
                 out.push(move_aside(p, *family));
             }
         }
