@@ -73,6 +73,25 @@ pub const PROJECT: &[(&str, Family)] = &[
     ("opencode.json", Family::Agent),
     ("opencode.jsonc", Family::Agent),
     (".aider.conf.yml", Family::Agent),
+    (".github/instructions", Family::Agent),
+    (".github/prompts", Family::Agent),
+    (".github/agents", Family::Agent),
+    (".github/chatmodes", Family::Agent),
+    (".qwen", Family::Agent),
+    ("QWEN.md", Family::Agent),
+    (".continue", Family::Agent),
+    (".crush.json", Family::Agent),
+    ("crush.json", Family::Agent),
+    ("CRUSH.md", Family::Agent),
+    (".roo", Family::Agent),
+    (".roomodes", Family::Agent),
+    (".amazonq", Family::Agent),
+    (".junie", Family::Agent),
+    (".kilocode", Family::Agent),
+    (".trae", Family::Agent),
+    (".augment", Family::Agent),
+    (".goosehints", Family::Agent),
+    (".windsurfrules", Family::Agent),
     // Editors: tasks that run on opening a folder, settings that name programs.
     (".vscode", Family::Person),
     (".idea", Family::Person),
@@ -88,6 +107,10 @@ pub const PROJECT: &[(&str, Family)] = &[
     ("mise.toml", Family::Person),
     (".mise", Family::Person),
     (".tool-versions", Family::Person),
+    ("mise.local.toml", Family::Person),
+    (".mise.local.toml", Family::Person),
+    (".config/mise.toml", Family::Person),
+    (".config/mise", Family::Person),
     // Commit hooks and their managers: run on the next `git commit`.
     (".husky", Family::Person),
     (".pre-commit-config.yaml", Family::Person),
@@ -95,11 +118,25 @@ pub const PROJECT: &[(&str, Family)] = &[
     ("lefthook.yaml", Family::Person),
     (".lefthook.yml", Family::Person),
     (".lefthook.yaml", Family::Person),
+    ("lefthook-local.yml", Family::Person),
+    ("lefthook-local.yaml", Family::Person),
+    (".lefthook-local.yml", Family::Person),
+    (".lefthook-local.yaml", Family::Person),
     // Run on the host when a container is opened; programs a toolchain runs in their place.
     (".devcontainer", Family::Person),
     (".devcontainer.json", Family::Person),
     (".yarnrc.yml", Family::Person),
+    (".yarnrc", Family::Person),
+    (".npmrc", Family::Person),
     ("rust-toolchain.toml", Family::Person),
+    ("rust-toolchain", Family::Person),
+    // cargo runs `build.rustc`, its wrappers and runners from here, also for the `cargo
+    // metadata` an editor runs on opening the folder.
+    (".cargo/config.toml", Family::Person),
+    (".cargo/config", Family::Person),
+    // A directory git takes for a repository of its own when it finds `HEAD` (with `objects/`
+    // and `refs/`) there: its `config` would then run.
+    ("HEAD", Family::Git),
 ];
 
 /// In the home directory, when it is the project (or inside one): what shells, git and
@@ -138,18 +175,42 @@ impl Dirents {
     /// Whether `p` exists, links followed (`Some(false)` for a dangling link); `None` when its
     /// parent is not a directory, so that nothing can be created there.
     fn exists(&mut self, p: &Path) -> Option<bool> {
-        let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else { return Some(p.exists()) };
+        match self.state(p) {
+            State::Resolves => Some(true),
+            State::Absent | State::Dangling => Some(false),
+            State::Uncreatable => None,
+        }
+    }
+
+    fn state(&mut self, p: &Path) -> State {
+        let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else {
+            return if p.exists() { State::Resolves } else { State::Absent };
+        };
         let listing = self.0.entry(dir.to_path_buf()).or_insert_with(|| match std::fs::read_dir(dir) {
             Ok(rd) => Some(rd.flatten().map(|e| (e.file_name(), e.file_type().is_ok_and(|t| t.is_symlink()))).collect()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Default::default()),
             Err(_) => None,
         });
-        match listing.as_ref()?.get(name) {
-            None => Some(false),
-            Some(false) => Some(true),
-            Some(true) => Some(std::fs::metadata(p).is_ok()),
+        match listing.as_ref().map(|l| l.get(name)) {
+            None => State::Uncreatable,
+            Some(None) => State::Absent,
+            Some(Some(false)) => State::Resolves,
+            Some(Some(true)) if std::fs::metadata(p).is_ok() => State::Resolves,
+            Some(Some(true)) => State::Dangling,
         }
     }
+}
+
+/// What is at a control path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Absent,
+    /// A link whose target does not exist.
+    Dangling,
+    /// Something, links followed.
+    Resolves,
+    /// Its parent is not a directory: nothing can be created there.
+    Uncreatable,
 }
 
 /// A directory's entries before the run.
@@ -172,8 +233,9 @@ fn counts(name: &std::ffi::OsStr, dot_only: bool) -> bool {
 pub struct Guard {
     /// Control files that exist: read-only in the sandbox.
     pub protect: Vec<PathBuf>,
-    /// Control files that do not exist: moved aside if the run creates them.
-    missing: Vec<(PathBuf, Family)>,
+    /// Control files that do not exist (or are dangling links: the link's identity, device
+    /// and inode): moved aside if the run creates them, makes a link there or changes it.
+    missing: Vec<(PathBuf, Family, Option<(u64, u64)>)>,
     /// Directories whose entries are fixed for the run: a new entry is moved aside (in the
     /// home directory, a new dot entry or `bin`).
     listings: Vec<Listing>,
@@ -182,6 +244,9 @@ pub struct Guard {
     new_repo: Option<PathBuf>,
     /// The listings `before` read.
     seen: Dirents,
+    /// An interactive rebase's list of steps, and its content before the run: `exec` lines a
+    /// command adds run on the user's `git rebase --continue`.
+    todo: Option<(PathBuf, Option<Vec<u8>>)>,
 }
 
 impl std::fmt::Debug for Guard {
@@ -210,11 +275,17 @@ impl Guard {
                 g.add(dir.join(rel), *family, &open);
             }
         }
-        g.git(root, &open);
-        if let Some(h) = home
-            && (h == root || h.starts_with(root) || writable.iter().any(|w| h.starts_with(w)))
-        {
-            g.home(h, &open);
+        g.git(root, home, &open);
+        // The home directory as the project, however either is spelled: `$HOME` may be a
+        // link (`/home -> var/home`) where the project's root is the real path.
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        if let Some(h) = home.map(real) {
+            let root = real(root);
+            let writable: Vec<PathBuf> = writable.iter().map(|w| real(w)).collect();
+            if h == root || h.starts_with(&root) || writable.iter().any(|w| h.starts_with(w)) {
+                let open = |p: &Path| writable.iter().any(|w| p.starts_with(w)) && !lifted.iter().any(|l| p.starts_with(l) || real(l) == p);
+                g.home(&h, &open);
+            }
         }
         g
     }
@@ -232,8 +303,9 @@ impl Guard {
                 }
             }
             Some(false) => {
-                if !self.missing.iter().any(|(m, _)| *m == p) {
-                    self.missing.push((p, family));
+                if !self.missing.iter().any(|(m, _, _)| *m == p) {
+                    let link = identity(&p);
+                    self.missing.push((p, family, link));
                 }
             }
             None => {}
@@ -255,7 +327,7 @@ impl Guard {
     }
 
     /// git: everything in the git directory that names other paths or runs code.
-    fn git(&mut self, root: &Path, open: &dyn Fn(&Path) -> bool) {
+    fn git(&mut self, root: &Path, home: Option<&Path>, open: &dyn Fn(&Path) -> bool) {
         let dotgit = root.join(".git");
         let meta = std::fs::symlink_metadata(&dotgit);
         let (gitdir, common) = match &meta {
@@ -282,8 +354,23 @@ impl Guard {
                 self.add(gitdir.join(name), Family::Git, open);
             }
         }
-        // Files the configuration names: a hooks directory and included files in the project.
-        for p in config_paths(&common, root) {
+        let todo = gitdir.join("rebase-merge/git-rebase-todo");
+        if open(&todo) {
+            let before = std::fs::read(&todo).ok();
+            self.todo = Some((todo, before));
+        }
+        // Files the configuration names: a hooks directory and included files in the project,
+        // from the repository's configuration and the user's and system's (a relative
+        // `core.hooksPath` in `~/.gitconfig` names a directory in every repository).
+        let mut files: Vec<PathBuf> = vec![common.join("config"), common.join("config.worktree")];
+        if gitdir != common {
+            files.push(gitdir.join("config.worktree"));
+        }
+        let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from).filter(|p| p.is_absolute());
+        files.extend(xdg.or_else(|| home.map(|h| h.join(".config"))).map(|c| c.join("git/config")));
+        files.extend(home.map(|h| h.join(".gitconfig")));
+        files.push(PathBuf::from("/etc/gitconfig"));
+        for p in config_paths(&files, root) {
             self.add(p, Family::Git, open);
         }
         // Repositories git enters: submodules' git directories and linked worktrees. Each
@@ -350,8 +437,15 @@ impl Guard {
     pub fn after(&self) -> Vec<Planted> {
         let mut out = Vec::new();
         let mut now = Dirents::default();
-        for (p, family) in &self.missing {
-            if now.exists(p) == Some(true) {
+        for (p, family, link) in &self.missing {
+            // Created, or a link made or replaced there: a dangling link becomes a control
+            // file as soon as anyone, a file tool included, creates its target.
+            let planted = match now.state(p) {
+                State::Resolves => true,
+                State::Dangling => identity(p) != *link,
+                State::Absent | State::Uncreatable => false,
+            };
+            if planted {
                 out.push(move_aside(p, *family));
             }
         }
@@ -371,6 +465,13 @@ impl Guard {
                 }
             }
         }
+        if let Some((todo, before)) = &self.todo
+            && let Ok(now) = std::fs::read(todo)
+            && before.as_ref() != Some(&now)
+            && runs_commands(&now)
+        {
+            out.push(move_aside(todo, Family::Git));
+        }
         if let Some(dotgit) = &self.new_repo
             && std::fs::symlink_metadata(dotgit).is_ok()
             && !harmless_new_repo(dotgit)
@@ -379,6 +480,18 @@ impl Guard {
         }
         out
     }
+}
+
+/// Whether a rebase's list of steps runs a command (`exec`/`x` lines).
+fn runs_commands(todo: &[u8]) -> bool {
+    String::from_utf8_lossy(todo).lines().any(|l| matches!(l.split_whitespace().next(), Some("x" | "exec")))
+}
+
+/// The device and inode of what is at `p` itself (a link, not its target); `None` when
+/// nothing is.
+fn identity(p: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(p).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// Move `p` aside to `p.pinfold-planted` (`…-2`, `…-3` when taken): kept, never deleted, and
@@ -394,7 +507,7 @@ fn move_aside(p: &Path, family: Family) -> Planted {
         }
         // RENAME_NOREPLACE semantics by the check above; a race loses to the other file, which
         // stays where it is.
-        if std::fs::rename(p, &to).is_ok() {
+        if std::fs::rename(p, &to).is_ok() || rename_in_closed_dir(p, &to) {
             moved_to = Some(to);
         }
         break;
@@ -402,14 +515,30 @@ fn move_aside(p: &Path, family: Family) -> Planted {
     Planted { path: p.to_path_buf(), moved_to, family }
 }
 
+/// A command may have closed the directory to writes (`chmod 555 .`) so that nothing can be
+/// renamed in it: the user owns it, so open it for the rename and close it again.
+fn rename_in_closed_dir(p: &Path, to: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(dir) = p.parent() else { return false };
+    let Ok(meta) = std::fs::metadata(dir) else { return false };
+    let mode = meta.permissions().mode();
+    if std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o300)).is_err() {
+        return false;
+    }
+    let moved = std::fs::rename(p, to).is_ok();
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode));
+    moved
+}
+
 /// The paths a repository's configuration names that git runs or reads as configuration:
 /// `core.hooksPath` (relative: against the work tree `root`, where hooks run) and
-/// `include.path`/`includeIf.*.path` (relative: against the git directory, which holds the
-/// configuration file), as git reads them.
-fn config_paths(gitdir: &Path, root: &Path) -> Vec<PathBuf> {
+/// `include.path`/`includeIf.*.path` (relative: against the directory of the configuration
+/// file that names them), as git reads them, from each of `files` that exists.
+fn config_paths(files: &[PathBuf], root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for file in ["config", "config.worktree"] {
-        let Ok(text) = std::fs::read_to_string(gitdir.join(file)) else { continue };
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(file) else { continue };
+        let gitdir = file.parent().unwrap_or(Path::new("/"));
         let mut section = String::new();
         for line in text.lines() {
             let line = line.trim();
@@ -495,7 +624,10 @@ pub fn is_control(root: &Path, cwd: &Path, home: Option<&Path>, lifted: &[PathBu
             }
         }
     }
-    let git = ["config", "hooks", "info", "commondir", "config.worktree", "gitdir", "modules", "worktrees"];
+    let git = ["config", "hooks", "info", "commondir", "config.worktree", "gitdir", "modules", "worktrees", "rebase-merge", "rebase-apply"];
+    if path.starts_with(root.join(".git/objects/info/alternates")) {
+        return Some(Family::Git);
+    }
     if path == root.join(".git") && path.is_file() {
         return Some(Family::Git);
     }
@@ -517,4 +649,27 @@ pub fn is_control(root: &Path, cwd: &Path, home: Option<&Path>, lifted: &[PathBu
         }
     }
     None
+}
+
+/// The control paths of the project `root` (for a command in `cwd`) that are symbolic links:
+/// what they point at is a control file too, existing or not, since writing there writes
+/// through them (for the agent's file tools, which resolve each one).
+pub fn links(root: &Path, cwd: &Path, lifted: &[PathBuf]) -> Vec<PathBuf> {
+    let mut seen = Dirents::default();
+    let mut out = Vec::new();
+    for dir in crate::protect::policy_dirs(root, cwd) {
+        for (rel, _) in PROJECT {
+            let p = dir.join(rel);
+            if !lifted.iter().any(|l| p.starts_with(l)) && matches!(seen.state(&p), State::Dangling) || is_link(&mut seen, &p) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+fn is_link(seen: &mut Dirents, p: &Path) -> bool {
+    let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else { return false };
+    seen.state(p);
+    seen.0.get(dir).and_then(Option::as_ref).and_then(|l| l.get(name)).copied().unwrap_or(false)
 }

@@ -358,6 +358,12 @@ impl RunSpan {
     }
 }
 
+/// The path an approval names: absolute and normalised (`.` and `..` applied to the words),
+/// with no link followed.
+fn approval_path(f: &Path) -> PathBuf {
+    pinfold_policy::matcher::normalize(&std::path::absolute(f).unwrap_or_else(|_| f.to_path_buf()))
+}
+
 fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -383,7 +389,10 @@ pub fn check(files: &[PathBuf], dirs: &Dirs) -> Result<(), Error> {
     let mut trusted: Option<Vec<(String, PathBuf)>> = None;
     for f in files {
         let content = std::fs::read(f).map_err(|e| Error::new(format!("cannot read {}", f.display())).cause(e))?;
-        let canonical = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
+        // The path as loaded, links not followed: an approval is for these bytes at this
+        // path, and a link planted here (`sub/pinfold.toml -> ../play/pinfold.toml`, or a
+        // directory on the way) must not borrow the approval of the file it points at.
+        let canonical = approval_path(f);
         let hash = sha256_hex(&content);
         let list = trusted.get_or_insert_with(|| trusted_entries(dir));
         if list.iter().any(|(h, p)| *h == hash && *p == canonical) {
@@ -429,7 +438,7 @@ pub fn trust(files: &[PathBuf], dirs: &Dirs) -> Result<Vec<(PathBuf, String)>, E
     let mut out = Vec::new();
     let mut lines = String::new();
     for f in files {
-        let canonical = std::fs::canonicalize(f).map_err(|e| Error::new(format!("cannot find {}", f.display())).cause(e))?;
+        let canonical = approval_path(f);
         let content = std::fs::read(&canonical).map_err(|e| Error::new(format!("cannot read {}", f.display())).cause(e))?;
         let hash = sha256_hex(&content);
         let Some(p) = canonical.to_str().filter(|p| !p.contains(['\n', '\t'])) else {

@@ -228,6 +228,14 @@ pub fn write_check(config: &Config, cwd: &Path, path: &str, dirs: &Dirs) -> Opti
     if let Some(f) = both.iter().find_map(|p| control::is_control(root, cwd, dirs.home.as_deref(), &config.control_lift, p)) {
         return Some(format!("`{}` is a control file: {}; agents may not change it, a person does", lex.display(), f.why()));
     }
+    // Through a link at a control file's name, made earlier (`.claude -> notes`): where it
+    // points is that control file, whether or not it exists yet.
+    for link in control::links(root, cwd, &config.control_lift) {
+        let (_, target) = resolve(cwd, &link.to_string_lossy(), None);
+        if canon.starts_with(&target) {
+            return Some(format!("`{}` is where the control file `{}` points; agents may not change it, a person does", lex.display(), link.display()));
+        }
+    }
     if let Some(d) = preset.write_deny.iter().find(|d| both.iter().any(|p| in_or_under(p, d))) {
         return Some(format!("`{}` is write-protected in the `{}` sandbox (`{d}`)", lex.display(), preset.name));
     }
