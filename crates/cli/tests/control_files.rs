@@ -19,6 +19,14 @@ both_users!(
     home_as_the_project,
     only_named_caches_are_writable,
     policy_files_take_effect_only_as_approved,
+    a_link_does_not_borrow_an_approval,
+    nested_repository_staged_as_a_gitlink,
+    directory_made_into_a_git_directory,
+    home_reached_through_a_link,
+    closed_directory_does_not_keep_a_plant,
+    hooks_path_in_the_users_git_config,
+    more_names_that_run_later,
+    rebase_steps_that_run_commands,
 );
 
 /// The `.git/commondir` attack: copy the repository's objects and refs to `.git/evil/`, give
@@ -251,4 +259,208 @@ fn policy_files_take_effect_only_as_approved(u: User) {
     refused(&check(&fx), "changed since you approved it");
     fx.approve(&policy);
     assert_eq!(check(&fx).code, Some(0), "{}", fx.label());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Found by an outside attack with only the binary and the docs; each was an escape before.
+// ---------------------------------------------------------------------------------------------
+
+/// `git status` run by the user in `dir`, as the case's user; whether `marker` appeared.
+fn host_git_status_runs(fx: &Fx, dir: &Path, marker: &Path) -> bool {
+    let argv: Vec<String> = ["git", "-C", &Fx::s(dir), "status", "--short"].iter().map(|s| s.to_string()).collect();
+    let _ = fx.control(&argv);
+    marker.exists()
+}
+
+/// A link at a policy file's name must not borrow the approval of the file it points at: the
+/// user approved a lenient policy elsewhere; a command links `sub/pinfold.toml` (and an extends
+/// target) to it; both are refused.
+fn a_link_does_not_borrow_an_approval(u: User) {
+    let mut fx = Fx::new(u, "a_link_does_not_borrow_an_approval");
+    fx.config = None;
+    let lenient = fx.out.join("pinfold.toml");
+    fx.put(&lenient, "[defaults]\naction = \"allow\"\n[sandbox.workspace]\nfs.write.allow = [\"/\"]\n");
+    fx.put(&fx.proj.join("pinfold.toml"), "extends = [\"conf/base.toml\"]\n");
+    fx.put(&fx.proj.join("conf/base.toml"), "[defaults]\naction = \"ask\"\n");
+    fs::create_dir_all(fx.proj.join("sub")).unwrap();
+    fx.own();
+    for f in [&lenient, &fx.proj.join("pinfold.toml"), &fx.proj.join("conf/base.toml")] {
+        fx.approve(f);
+    }
+    let check = |fx: &Fx, dir: &Path| -> Run {
+        let argv = vec![pinfold_bin(), "check".into(), "--cwd".into(), Fx::s(dir), "--".into(), "frobnicate".into()];
+        run_cmd(fx.cmd(&argv), argv.join(" "), None, TIMEOUT)
+    };
+    assert_eq!(check(&fx, &fx.proj).code, Some(10), "{}: the approved policy asks", fx.label());
+    let argv = fx.sh_script(
+        "links",
+        &format!("ln -s {l} sub/pinfold.toml && rm conf/base.toml && ln -s {l} conf/base.toml && echo linked\n", l = Fx::s(&lenient)),
+    );
+    // The command runs under the user's own allow-everything policy (a `-c` file).
+    let allow = fx.out.join("allow.toml");
+    fx.put(&allow, TEST_POLICY);
+    fx.own();
+    let r = fx.exec(&["-c", &Fx::s(&allow)], &argv);
+    assert!(r.stdout.contains("linked"), "{}\n{}", fx.label(), r.show());
+    for dir in [fx.proj.clone(), fx.proj.join("sub")] {
+        let r = check(&fx, &dir);
+        assert_eq!(r.code, Some(2), "{}: ESCAPED: a linked policy was read in {}\n{}", fx.label(), dir.display(), r.show());
+    }
+}
+
+/// A repository made inside the project, given a `core.fsmonitor`, and staged as a gitlink:
+/// the user's `git status` at the project root enters it. It is moved aside.
+fn nested_repository_staged_as_a_gitlink(u: User) {
+    let a = Fx::new(u, "nested_repository_staged_as_a_gitlink");
+    let marker = a.out.join("pwned");
+    let argv = a.sh_script(
+        "gitlink",
+        &format!(
+            "{GIT_ID}mkdir sub2 && cd sub2 && git init -q . && git commit -q --allow-empty -m x && \
+             git config core.fsmonitor 'touch {} #' && cd .. && git add sub2 && echo staged\n",
+            Fx::s(&marker)
+        ),
+    );
+    let r = a.exec(&[], &argv);
+    assert!(r.stdout.contains("staged"), "{}\n{}", a.label(), r.show());
+    assert_eq!(r.code, Some(125), "{}\n{}", a.label(), r.show());
+    assert!(!host_git_status_runs(&a, &a.proj, &marker), "{}: ESCAPED: git status entered the planted repository", a.label());
+    assert!(a.proj.join("sub2/.git.pinfold-planted").exists(), "{}", a.label());
+}
+
+/// A directory that is not a repository made into one git finds by itself (`HEAD`,
+/// `objects/`, `refs/`, `config` with `core.worktree` and `core.fsmonitor`): in a project
+/// without git, and in the working directory below a git project's root.
+fn directory_made_into_a_git_directory(u: User) {
+    let mut a = Fx::new(u, "directory_made_into_a_git_directory");
+    let marker = a.out.join("pwned");
+    let plain = a.base.join("plain");
+    fs::create_dir_all(&plain).unwrap();
+    fs::create_dir_all(a.proj.join("sub")).unwrap();
+    a.own();
+    for dir in [plain, a.proj.join("sub")] {
+        a.cwd = dir.clone();
+        let argv = a.sh_script(
+            "bare",
+            &format!(
+                "git init -q --bare . && git config -f config core.bare false && git config -f config core.worktree \"$PWD\" && \
+                 git config -f config core.fsmonitor 'touch {} #' && echo made\n",
+                Fx::s(&marker)
+            ),
+        );
+        let r = a.exec(&[], &argv);
+        assert!(r.stdout.contains("made"), "{}\n{}", a.label(), r.show());
+        assert_eq!(r.code, Some(125), "{}: {}\n{}", a.label(), dir.display(), r.show());
+        assert!(!host_git_status_runs(&a, &dir, &marker), "{}: ESCAPED: git took {} for a repository", a.label(), dir.display());
+    }
+}
+
+/// `$HOME` reached through a link (`/home -> var/home`), the agent started there: start-up
+/// files are still moved aside.
+fn home_reached_through_a_link(u: User) {
+    let mut a = Fx::new(u, "home_reached_through_a_link");
+    let link = a.base.join("home-link");
+    std::os::unix::fs::symlink(&a.home, &link).unwrap();
+    a.env.insert("HOME".into(), Fx::s(&link));
+    a.cwd = link.clone();
+    let argv = a.sh_script("home", "echo evil > ~/.zshenv; printf '[core]\\n\\tfsmonitor = evil\\n' >> ~/.gitconfig; echo done\n");
+    let r = a.exec(&[], &argv);
+    assert!(r.stdout.contains("done"), "{}\n{}", a.label(), r.show());
+    assert_eq!(r.code, Some(125), "{}\n{}", a.label(), r.show());
+    for f in [".zshenv", ".gitconfig"] {
+        assert!(!a.home.join(f).exists(), "{}: ESCAPED: ~/{f} planted through the linked home", a.label());
+    }
+}
+
+/// A command closes the project directory to writes (`chmod 555 . .git`) so that nothing it
+/// planted can be renamed: pinfold, as the user who owns it, still moves the plants aside.
+fn closed_directory_does_not_keep_a_plant(u: User) {
+    let a = Fx::new(u, "closed_directory_does_not_keep_a_plant");
+    let argv = a.sh_script("closed", "echo evil > .git/commondir; echo 'touch x' > .envrc; chmod 555 . .git; echo closed\n");
+    let r = a.exec(&[], &argv);
+    assert!(r.stdout.contains("closed"), "{}\n{}", a.label(), r.show());
+    a.host_ok(&["chmod", "755", &Fx::s(&a.proj), &Fx::s(&a.proj.join(".git"))]);
+    assert_eq!(r.code, Some(125), "{}\n{}", a.label(), r.show());
+    for f in [".git/commondir", ".envrc"] {
+        assert!(!a.proj.join(f).exists(), "{}: ESCAPED: {f} kept\n{}", a.label(), r.show());
+    }
+}
+
+/// A relative `core.hooksPath` in the user's own `~/.gitconfig` names a directory in every
+/// repository: a hook planted there would run on the user's next commit.
+fn hooks_path_in_the_users_git_config(u: User) {
+    let a = Fx::new(u, "hooks_path_in_the_users_git_config");
+    a.put(&a.home.join(".gitconfig"), "[core]\n\thooksPath = .githooks\n");
+    a.own();
+    let marker = a.out.join("hooked");
+    let argv = a.sh_script(
+        "hooks",
+        &format!("mkdir -p .githooks && printf '#!/bin/sh\\ntouch {}\\n' > .githooks/pre-commit && chmod +x .githooks/pre-commit && echo planted\n", Fx::s(&marker)),
+    );
+    let r = a.exec(&[], &argv);
+    assert!(r.stdout.contains("planted"), "{}\n{}", a.label(), r.show());
+    assert_eq!(r.code, Some(125), "{}\n{}", a.label(), r.show());
+    let argv: Vec<String> = ["git", "-C", &Fx::s(&a.proj), "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "--allow-empty", "-m", "next"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let _ = a.control(&argv);
+    assert!(!marker.exists(), "{}: ESCAPED: the planted hook ran on the user's commit", a.label());
+}
+
+/// Names of the same families the first list missed: each is moved aside when a command makes
+/// it, and the agent's Write tool is refused it.
+fn more_names_that_run_later(u: User) {
+    let a = Fx::new(u, "more_names_that_run_later");
+    let names = [
+        "rust-toolchain", ".cargo/config.toml", ".yarnrc", ".npmrc", "lefthook-local.yml", "mise.local.toml", ".config/mise.toml",
+        ".github/instructions/all.instructions.md", ".qwen/settings.json", "QWEN.md", ".continue/config.yaml", ".crush.json", ".roo/x",
+    ];
+    let body: String = names.iter().map(|n| format!("mkdir -p \"$(dirname {n})\" && echo evil > {n}\n")).collect();
+    let r = a.exec(&[], &a.sh_script("names", &format!("{body}echo done\n")));
+    assert!(r.stdout.contains("done"), "{}\n{}", a.label(), r.show());
+    assert_eq!(r.code, Some(125), "{}\n{}", a.label(), r.show());
+    for n in names {
+        assert!(!a.proj.join(n).exists(), "{}: ESCAPED: {n} kept its name\n{}", a.label(), r.show());
+    }
+    a.approve(&a.proj.join("pinfold.toml"));
+    for path in ["rust-toolchain", ".cargo/config.toml", ".yarnrc", ".git/objects/info/alternates", ".qwen/settings.json", ".git/rebase-merge/git-rebase-todo"] {
+        let payload = serde_json::json!({
+            "hook_event_name": "PreToolUse", "tool_name": "Write", "session_id": "s",
+            "tool_input": {"file_path": path, "content": "x"}, "cwd": Fx::s(&a.proj),
+        });
+        let argv = vec![pinfold_bin(), "hook".into(), "claude-code".into()];
+        let h = run_cmd(a.cmd(&argv), argv.join(" "), Some(payload.to_string().into_bytes()), TIMEOUT);
+        assert!(h.stdout.contains("\"permissionDecision\":\"deny\""), "{}: Write {path} was not refused\n{}", a.label(), h.show());
+    }
+    // A dangling link at a control file's name (`.cursor -> notes`): writing where it points
+    // makes the control file, so the Write tool is refused there too.
+    std::os::unix::fs::symlink("notes", a.proj.join(".cursor")).unwrap();
+    let payload = serde_json::json!({
+        "hook_event_name": "PreToolUse", "tool_name": "Write", "session_id": "s",
+        "tool_input": {"file_path": "notes/hooks.json", "content": "{}"}, "cwd": Fx::s(&a.proj),
+    });
+    let argv = vec![pinfold_bin(), "hook".into(), "claude-code".into()];
+    let h = run_cmd(a.cmd(&argv), argv.join(" "), Some(payload.to_string().into_bytes()), TIMEOUT);
+    assert!(h.stdout.contains("\"permissionDecision\":\"deny\""), "{}: Write through a dangling .cursor link was not refused\n{}", a.label(), h.show());
+}
+
+/// An interactive rebase left stopped with an `exec` step queued: the user's `git rebase
+/// --continue` would run it. The step list is moved aside.
+fn rebase_steps_that_run_commands(u: User) {
+    let a = Fx::new(u, "rebase_steps_that_run_commands");
+    let p = Fx::s(&a.proj);
+    a.host_ok(&["git", "-C", &p, "commit", "-q", "--allow-empty", "-m", "second"]);
+    a.own();
+    let marker = a.out.join("rebased");
+    let argv = a.sh_script(
+        "rebase",
+        &format!("{GIT_ID}GIT_SEQUENCE_EDITOR=\"printf 'break\\nexec touch {}\\n' >\" git rebase -q -i HEAD~1; echo stopped\n", Fx::s(&marker)),
+    );
+    let r = a.exec(&[], &argv);
+    assert!(r.stdout.contains("stopped"), "{}\n{}", a.label(), r.show());
+    assert_eq!(r.code, Some(125), "{}\n{}", a.label(), r.show());
+    let argv: Vec<String> = ["git", "-C", &p, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "rebase", "--continue"].iter().map(|s| s.to_string()).collect();
+    let _ = a.control(&argv);
+    assert!(!marker.exists(), "{}: ESCAPED: the queued exec ran on the user's rebase --continue", a.label());
 }

@@ -247,6 +247,10 @@ pub struct Guard {
     /// An interactive rebase's list of steps, and its content before the run: `exec` lines a
     /// command adds run on the user's `git rebase --continue`.
     todo: Option<(PathBuf, Option<Vec<u8>>)>,
+    /// The work tree and git directory, and when the run began: a repository the run made or
+    /// changed inside the project and staged as a gitlink, which `git status` enters and whose
+    /// configuration it obeys, is moved aside.
+    nested: Option<(PathBuf, PathBuf, std::time::SystemTime)>,
 }
 
 impl std::fmt::Debug for Guard {
@@ -353,6 +357,11 @@ impl Guard {
             if gitdir != common {
                 self.add(gitdir.join(name), Family::Git, open);
             }
+        }
+        if open(root) {
+            // A second before now: file times are on the kernel's coarse clock.
+            let start = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
+            self.nested = Some((root.to_path_buf(), gitdir.clone(), start));
         }
         let todo = gitdir.join("rebase-merge/git-rebase-todo");
         if open(&todo) {
@@ -472,6 +481,13 @@ impl Guard {
         {
             out.push(move_aside(todo, Family::Git));
         }
+        if let Some((root, gitdir, start)) = &self.nested {
+            for p in nested_repos_staged(root, gitdir, *start) {
+                if !out.iter().any(|o: &Planted| o.path == p) {
+                    out.push(move_aside(&p, Family::Git));
+                }
+            }
+        }
         if let Some(dotgit) = &self.new_repo
             && std::fs::symlink_metadata(dotgit).is_ok()
             && !harmless_new_repo(dotgit)
@@ -480,6 +496,92 @@ impl Guard {
         }
         out
     }
+}
+
+/// The `.git` of each repository inside the work tree `root` that the index (changed since
+/// `start`) stages as a gitlink, when that `.git`, its configuration or its hooks changed
+/// since `start`: `git status` in `root` enters such a repository and obeys its configuration.
+fn nested_repos_staged(root: &Path, gitdir: &Path, start: std::time::SystemTime) -> Vec<PathBuf> {
+    let changed = |p: &Path| std::fs::symlink_metadata(p).and_then(|m| m.modified()).is_ok_and(|t| t >= start);
+    let status_changed = |p: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(p).is_ok_and(|m| {
+            let since = start.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+            m.ctime() >= since
+        })
+    };
+    let index = gitdir.join("index");
+    if !changed(&index) {
+        return Vec::new();
+    }
+    let Ok(bytes) = std::fs::read(&index) else { return Vec::new() };
+    let sha256 = std::fs::read_to_string(gitdir.join("config")).is_ok_and(|c| c.to_ascii_lowercase().contains("objectformat = sha256"));
+    let mut out = Vec::new();
+    for rel in gitlinks(&bytes, if sha256 { 32 } else { 20 }) {
+        let Ok(rel) = std::str::from_utf8(&rel) else { continue };
+        let dotgit = root.join(rel).join(".git");
+        if [dotgit.clone(), dotgit.join("config"), dotgit.join("hooks")].iter().any(|p| status_changed(p)) {
+            out.push(dotgit);
+        }
+    }
+    out
+}
+
+/// The paths an index (format 2, 3 or 4) stages as gitlinks (mode 160000). A malformed
+/// index gives what could be read before the fault.
+fn gitlinks(b: &[u8], hash_len: usize) -> Vec<Vec<u8>> {
+    let be32 = |at: usize| b.get(at..at + 4).map(|x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]));
+    let mut out = Vec::new();
+    if b.get(..4) != Some(b"DIRC") {
+        return out;
+    }
+    let (Some(version), Some(count)) = (be32(4), be32(8)) else { return out };
+    if !(2..=4).contains(&version) {
+        return out;
+    }
+    let mut at = 12;
+    let mut prev: Vec<u8> = Vec::new();
+    for _ in 0..count {
+        let start = at;
+        let Some(mode) = be32(at + 24) else { break };
+        let flags_at = at + 40 + hash_len;
+        let Some(flags) = b.get(flags_at..flags_at + 2).map(|x| u16::from_be_bytes([x[0], x[1]])) else { break };
+        let mut p = flags_at + 2;
+        if version >= 3 && flags & 0x4000 != 0 {
+            p += 2;
+        }
+        let path = if version == 4 {
+            // How much of the previous path to drop (git's offset varint), then the rest.
+            let mut strip: usize = 0;
+            let mut first = true;
+            loop {
+                let Some(&c) = b.get(p) else { return out };
+                p += 1;
+                strip = if first { (c & 127) as usize } else { strip.saturating_add(1).saturating_mul(128) | (c & 127) as usize };
+                first = false;
+                if c & 128 == 0 {
+                    break;
+                }
+            }
+            let Some(len) = b.get(p..).and_then(|r| r.iter().position(|&c| c == 0)) else { return out };
+            let keep = prev.len().saturating_sub(strip);
+            let mut path = prev[..keep].to_vec();
+            path.extend_from_slice(&b[p..p + len]);
+            at = p + len + 1;
+            path
+        } else {
+            let Some(len) = b.get(p..).and_then(|r| r.iter().position(|&c| c == 0)) else { return out };
+            let path = b[p..p + len].to_vec();
+            // Entries are padded with NULs to a multiple of 8 bytes.
+            at = start + ((p - start + len + 8) & !7);
+            path
+        };
+        if mode == 0o160000 {
+            out.push(path.clone());
+        }
+        prev = path;
+    }
+    out
 }
 
 /// Whether a rebase's list of steps runs a command (`exec`/`x` lines).

@@ -198,3 +198,45 @@ fn lifted_files_are_neither_protected_nor_watched_nor_refused() {
     assert_eq!(control::is_control(&f.proj, &f.proj, None, &[], &f.proj.join(".git/objects/ab")), None);
     assert_eq!(control::is_control(&f.proj, &f.proj, None, &[], &f.proj.join("src/main.rs")), None);
 }
+
+/// A repository made inside the project and staged as a gitlink is found in the index in each
+/// format git writes (2, 3 with extended flags, 4 with compressed paths).
+#[test]
+fn nested_repositories_staged_as_gitlinks_are_found_in_every_index_format() {
+    let git = |dir: &Path, args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    for version in ["2", "3", "4"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let proj = fs::canonicalize(tmp.path()).unwrap();
+        git(&proj, &["init", "-q"]);
+        for f in ["a/long/path/one.txt", "a/long/path/two.txt", "b.txt"] {
+            fs::create_dir_all(proj.join(f).parent().unwrap()).unwrap();
+            fs::write(proj.join(f), f).unwrap();
+        }
+        git(&proj, &["add", "."]);
+        git(&proj, &["commit", "-q", "-m", "one"]);
+        if version == "3" {
+            // An intent-to-add entry sets the extended flags, which only format 3 keeps.
+            fs::write(proj.join("later.txt"), "x").unwrap();
+            git(&proj, &["add", "-N", "later.txt"]);
+        }
+        git(&proj, &["update-index", "--index-version", version]);
+        let g = Guard::before(&proj, &proj, None, &[proj.clone()], &[]);
+        let sub = proj.join("a/long/sub");
+        fs::create_dir_all(&sub).unwrap();
+        git(&sub, &["init", "-q"]);
+        git(&sub, &["commit", "-q", "--allow-empty", "-m", "x"]);
+        git(&proj, &["add", "a/long/sub"]);
+        let planted = g.after();
+        assert_eq!(planted.iter().map(|p| p.path.clone()).collect::<Vec<_>>(), [sub.join(".git")], "index format {version}");
+        assert!(!sub.join(".git").exists() && sub.join(format!(".git{PLANTED_SUFFIX}")).exists());
+    }
+}
