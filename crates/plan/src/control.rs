@@ -145,7 +145,7 @@ pub const PROJECT: &[(&str, Family)] = &[
 pub const HOME_NAMED: &[&str] = &[
     ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshenv", ".zprofile", ".zshrc",
     ".zlogin", ".zlogout", ".inputrc", ".gitconfig", ".config", ".local/bin", "bin", ".npmrc", ".cargo/config.toml",
-    ".claude", ".claude.json", ".ssh",
+    ".claude", ".claude.json", ".ssh", "go/bin", "node_modules",
 ];
 
 /// The home directory's caches a sandboxed command may still write when the home directory is
@@ -169,7 +169,7 @@ pub struct Planted {
 /// parent's listing, not a system call of its own (most do not exist, and a project has about
 /// fifty names to look for).
 #[derive(Default)]
-struct Dirents(std::collections::HashMap<PathBuf, Option<std::collections::HashMap<OsString, bool>>>);
+struct Dirents(std::collections::HashMap<PathBuf, Option<std::collections::HashMap<OsString, (bool, u64)>>>);
 
 impl Dirents {
     /// Whether `p` exists, links followed (`Some(false)` for a dangling link); `None` when its
@@ -187,17 +187,28 @@ impl Dirents {
             return if p.exists() { State::Resolves } else { State::Absent };
         };
         let listing = self.0.entry(dir.to_path_buf()).or_insert_with(|| match std::fs::read_dir(dir) {
-            Ok(rd) => Some(rd.flatten().map(|e| (e.file_name(), e.file_type().is_ok_and(|t| t.is_symlink()))).collect()),
+            Ok(rd) => Some(
+                rd.flatten()
+                    .map(|e| (e.file_name(), (e.file_type().is_ok_and(|t| t.is_symlink()), std::os::unix::fs::DirEntryExt::ino(&e))))
+                    .collect(),
+            ),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Default::default()),
             Err(_) => None,
         });
         match listing.as_ref().map(|l| l.get(name)) {
             None => State::Uncreatable,
             Some(None) => State::Absent,
-            Some(Some(false)) => State::Resolves,
-            Some(Some(true)) if std::fs::metadata(p).is_ok() => State::Resolves,
-            Some(Some(true)) => State::Dangling,
+            Some(Some((false, _))) => State::Resolves,
+            Some(Some((true, _))) if std::fs::metadata(p).is_ok() => State::Resolves,
+            Some(Some((true, _))) => State::Dangling,
         }
+    }
+
+    /// What the listing says is at `p` itself: whether it is a link, and its inode.
+    fn entry(&mut self, p: &Path) -> Option<(bool, u64)> {
+        self.state(p);
+        let (dir, name) = (p.parent()?, p.file_name()?);
+        self.0.get(dir)?.as_ref()?.get(name).copied()
     }
 }
 
@@ -233,6 +244,11 @@ fn counts(name: &std::ffi::OsStr, dot_only: bool) -> bool {
 pub struct Guard {
     /// Control files that exist: read-only in the sandbox.
     pub protect: Vec<PathBuf>,
+    /// Control files that exist, as they were: the inode of what is at the path itself, and
+    /// the link's text when it is a link. The read-only mount holds the file a link points
+    /// at, not the link, and another run ending may move aside a file this run protected:
+    /// what is at the path after the run must be what was there before.
+    present: Vec<(PathBuf, Family, u64, Option<PathBuf>)>,
     /// Control files that do not exist (or are dangling links: the link's identity, device
     /// and inode): moved aside if the run creates them, makes a link there or changes it.
     missing: Vec<(PathBuf, Family, Option<(u64, u64)>)>,
@@ -247,6 +263,9 @@ pub struct Guard {
     /// An interactive rebase's list of steps, and its content before the run: `exec` lines a
     /// command adds run on the user's `git rebase --continue`.
     todo: Option<(PathBuf, Option<Vec<u8>>)>,
+    /// A paused rebase's or cherry-pick's merge strategy, and its content before the run: git
+    /// runs `git-merge-STRATEGY`, a path in the project if the name has a slash.
+    strategies: Vec<(PathBuf, Option<Vec<u8>>)>,
     /// The work tree and git directory, and when the run began: a repository the run made or
     /// changed inside the project and staged as a gitlink, which `git status` enters and whose
     /// configuration it obeys, is moved aside.
@@ -303,6 +322,10 @@ impl Guard {
         match self.seen.exists(&p) {
             Some(true) => {
                 if !self.protect.contains(&p) {
+                    if let Some((link, ino)) = self.seen.entry(&p) {
+                        let text = if link { std::fs::read_link(&p).ok() } else { None };
+                        self.present.push((p.clone(), family, ino, text));
+                    }
                     self.protect.push(p);
                 }
             }
@@ -362,6 +385,13 @@ impl Guard {
             // A second before now: file times are on the kernel's coarse clock.
             let start = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
             self.nested = Some((root.to_path_buf(), gitdir.clone(), start));
+        }
+        for f in ["rebase-merge/strategy", "sequencer/opts"] {
+            let f = gitdir.join(f);
+            if open(&f) {
+                let before = std::fs::read(&f).ok();
+                self.strategies.push((f, before));
+            }
         }
         let todo = gitdir.join("rebase-merge/git-rebase-todo");
         if open(&todo) {
@@ -446,6 +476,23 @@ impl Guard {
     pub fn after(&self) -> Vec<Planted> {
         let mut out = Vec::new();
         let mut now = Dirents::default();
+        for (p, family, ino, link) in &self.present {
+            // The same inode, and for a link the same text (a link removed and made again
+            // may get the freed inode back).
+            let same = |is_link: bool, i: u64| i == *ino && is_link == link.is_some() && (!is_link || std::fs::read_link(p).ok() == *link);
+            match now.entry(p) {
+                Some((is_link, i)) if same(is_link, i) => continue,
+                // Replaced: what is there now is moved aside.
+                Some(_) => out.push(move_aside(p, *family)),
+                None => {}
+            }
+            // A link the command removed or replaced is made again as it was.
+            if let Some(text) = link
+                && std::fs::symlink_metadata(p).is_err()
+            {
+                let _ = std::os::unix::fs::symlink(text, p);
+            }
+        }
         for (p, family, link) in &self.missing {
             // Created, or a link made or replaced there: a dangling link becomes a control
             // file as soon as anyone, a file tool included, creates its target.
@@ -472,6 +519,14 @@ impl Guard {
                 if !out.iter().any(|o: &Planted| o.path == p) {
                     out.push(move_aside(&p, l.family));
                 }
+            }
+        }
+        for (f, before) in &self.strategies {
+            if let Ok(now) = std::fs::read(f)
+                && before.as_ref() != Some(&now)
+                && !builtin_strategies(&now)
+            {
+                out.push(move_aside(f, Family::Git));
             }
         }
         if let Some((todo, before)) = &self.todo
@@ -584,6 +639,23 @@ fn gitlinks(b: &[u8], hash_len: usize) -> Vec<Vec<u8>> {
     out
 }
 
+/// Whether the strategies a rebase's `strategy` file or a sequencer's `opts` name are all git's
+/// own (any other is a program git runs).
+fn builtin_strategies(text: &[u8]) -> bool {
+    const BUILTIN: [&str; 6] = ["ort", "recursive", "resolve", "octopus", "ours", "subtree"];
+    let text = String::from_utf8_lossy(text);
+    let names: Vec<String> = if text.contains('=') {
+        text.lines()
+            .filter_map(|l| l.split_once('='))
+            .filter(|(k, _)| k.trim().eq_ignore_ascii_case("strategy"))
+            .map(|(_, v)| v.trim().trim_matches('"').to_string())
+            .collect()
+    } else {
+        vec![text.trim().to_string()]
+    };
+    names.iter().all(|n| n.is_empty() || BUILTIN.contains(&n.as_str()))
+}
+
 /// Whether a rebase's list of steps runs a command (`exec`/`x` lines).
 fn runs_commands(todo: &[u8]) -> bool {
     String::from_utf8_lossy(todo).lines().any(|l| matches!(l.split_whitespace().next(), Some("x" | "exec")))
@@ -601,9 +673,11 @@ fn identity(p: &Path) -> Option<(u64, u64)> {
 fn move_aside(p: &Path, family: Family) -> Planted {
     let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mut moved_to = None;
+    // A name too long to take the suffix (255 bytes at most) gets a short name of its own.
+    let long = name.len() + PLANTED_SUFFIX.len() + 4 > 255;
     for i in 1..100 {
         let suffix = if i == 1 { PLANTED_SUFFIX.to_string() } else { format!("{PLANTED_SUFFIX}-{i}") };
-        let to = p.with_file_name(format!("{name}{suffix}"));
+        let to = if long { p.with_file_name(format!("{PLANTED_SUFFIX}-{i}")) } else { p.with_file_name(format!("{name}{suffix}")) };
         if std::fs::symlink_metadata(&to).is_ok() {
             continue;
         }
@@ -773,5 +847,5 @@ pub fn links(root: &Path, cwd: &Path, lifted: &[PathBuf]) -> Vec<PathBuf> {
 fn is_link(seen: &mut Dirents, p: &Path) -> bool {
     let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else { return false };
     seen.state(p);
-    seen.0.get(dir).and_then(Option::as_ref).and_then(|l| l.get(name)).copied().unwrap_or(false)
+    seen.0.get(dir).and_then(Option::as_ref).and_then(|l| l.get(name)).is_some_and(|e| e.0)
 }
