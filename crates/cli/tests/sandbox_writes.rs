@@ -181,6 +181,7 @@ both_users!(
     planted_policy_file_in_a_subdirectory,
     rewritten_policy_file_in_a_subdirectory,
     placeholders_outlive_a_concurrent_run,
+    many_runs_start_at_once,
     audit_ledger_out_of_reach,
     shell_rc_files_default_preset,
     deny_path_created_after_start,
@@ -894,4 +895,41 @@ fn git_init_refused(u: User) {
             }
         },
     );
+}
+
+/// Many runs started at once in one project share the placeholders for its missing policy
+/// files: a run that looks at a path while another run makes its placeholder there must take
+/// it for what it is now (another run's placeholder), not for a link to nothing. Every run
+/// succeeds, round after round.
+fn many_runs_start_at_once(u: User) {
+    let mut fx = Fx::new(u, "many_runs_start_at_once");
+    // The user's own allow-everything policy, so that the project has no policy file and
+    // every run makes or shares all eight placeholders.
+    let allow = fx.out.join("allow.toml");
+    fx.put(&allow, TEST_POLICY);
+    let _ = fs::remove_file(fx.proj.join("pinfold.toml"));
+    fx.config = Some(allow);
+    fx.own();
+    for round in 0..6 {
+        let runs: Vec<_> = (0..10)
+            .map(|_| {
+                let full = fx.exec_argv(&[], &["true".to_string()]);
+                let mut c = fx.cmd(&full);
+                c.stdout(Stdio::null()).stderr(Stdio::piped());
+                c.spawn().expect("start a run")
+            })
+            .collect();
+        for child in runs {
+            let out = child.wait_with_output().expect("wait for a run");
+            assert!(
+                out.status.success(),
+                "{}: round {round}: a run failed: {}",
+                fx.label(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    for name in POLICY_NAMES {
+        assert!(!fx.proj.join(name).exists(), "{}: a placeholder {name} was left behind", fx.label());
+    }
 }

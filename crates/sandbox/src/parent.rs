@@ -103,14 +103,20 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
             continue;
         }
         for d in matches {
-            match sys::canonicalize(&d) {
+            // A path that appears between the two looks (another run's placeholder, made
+            // meanwhile) is taken as it is now: only a link that still leads nowhere is one.
+            let resolved = sys::canonicalize(&d).or_else(|e| match std::fs::symlink_metadata(&d) {
+                Ok(m) if !m.file_type().is_symlink() => sys::canonicalize(&d),
+                _ => Err(e),
+            });
+            match resolved {
                 Ok(c) => {
                     if !write_deny.contains(&c) {
                         write_deny.push(c);
                     }
                 }
                 Err(_) => {
-                    if std::fs::symlink_metadata(&d).is_ok() {
+                    if std::fs::symlink_metadata(&d).is_ok_and(|m| m.file_type().is_symlink()) {
                         return Err(SandboxError::DanglingDenyLink { path: d });
                     }
                     // Only paths a command could create need a placeholder.
