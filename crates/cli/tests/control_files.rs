@@ -31,6 +31,10 @@ both_users!(
     concurrent_runs_cannot_free_a_plant,
     paused_rebase_merge_strategy,
     names_too_long_for_the_suffix,
+    refs_are_written_back_only_inside,
+    legacy_remote_files,
+    git_state_files_that_would_stall_pinfold,
+    sequencer_strategy_on_the_header_line,
 );
 
 /// The `.git/commondir` attack: copy the repository's objects and refs to `.git/evil/`, give
@@ -576,4 +580,142 @@ fn names_too_long_for_the_suffix(u: User) {
     assert_eq!(r.code, Some(125), "{}\n{}", a.label(), r.show());
     assert!(!a.proj.join(".git/modules").join(&long).exists(), "{}: ESCAPED: the long entry kept its name\n{}", a.label(), r.show());
     assert!(!r.stderr.contains("could not be moved"), "{}\n{}", a.label(), r.show());
+}
+
+// Found by a third outside attack.
+
+/// pinfold writes back refs a command deleted, outside the sandbox: never through a link the
+/// command put where a directory of refs was. `.git/refs -> OUTSIDE` must not get files made
+/// in OUTSIDE (and the replaced `refs` is moved aside, the refs written back into a new one);
+/// `refs/remotes/origin -> ../../../sub` must not make `sub/HEAD`, which with `sub/objects`,
+/// `sub/refs` and `sub/config` turns `sub` into a repository whose fsmonitor would run.
+fn refs_are_written_back_only_inside(u: User) {
+    let a = Fx::new(u, "refs_are_written_back_only_inside");
+    let outside = a.out.join("refs-target");
+    fs::create_dir_all(&outside).unwrap();
+    a.own();
+    let r = a.exec(&[], &a.sh_script("refs", &format!("rm -rf .git/refs && ln -s {} .git/refs && echo swapped\n", Fx::s(&outside))));
+    assert!(r.stdout.contains("swapped"), "{}\n{}", a.label(), r.show());
+    assert_eq!(fs::read_dir(&outside).unwrap().count(), 0, "{}: ESCAPED: pinfold wrote refs where the command's link led", a.label());
+    assert_eq!(r.code, Some(125), "{}\n{}", a.label(), r.show());
+    assert!(a.proj.join(".git/refs/heads/main").is_file(), "{}: the refs must be written back into a real directory\n{}", a.label(), r.show());
+    drop(a);
+    // The link inside `refs`, pointing at the working directory.
+    let mut b = Fx::new(u, "refs_are_written_back_only_inside");
+    let p = Fx::s(&b.proj);
+    b.host_ok(&["git", "-C", &p, "update-ref", "refs/remotes/origin/HEAD", "refs/heads/main"]);
+    b.host_ok(&["git", "-C", &p, "symbolic-ref", "refs/remotes/origin/HEAD", "refs/heads/main"]);
+    fs::create_dir_all(b.proj.join("sub")).unwrap();
+    b.own();
+    b.cwd = b.proj.join("sub");
+    let marker = b.out.join("pwned");
+    let argv = b.sh_script(
+        "origin",
+        &format!(
+            "rm -rf ../.git/refs/remotes/origin && ln -s ../../../sub ../.git/refs/remotes/origin && mkdir objects refs && \
+             printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = ..\\n\\tfsmonitor = \"touch {} #\"\\n' > config && echo planted\n",
+            Fx::s(&marker)
+        ),
+    );
+    let r = b.exec(&[], &argv);
+    assert!(r.stdout.contains("planted"), "{}\n{}", b.label(), r.show());
+    assert!(!b.proj.join("sub/HEAD").exists(), "{}: ESCAPED: pinfold wrote sub/HEAD through the link\n{}", b.label(), r.show());
+    let _ = host_git_status_runs(&b, &b.proj.join("sub"), &marker);
+    assert!(!marker.exists(), "{}: ESCAPED: git took sub for a repository", b.label());
+}
+
+/// Legacy remote files (`.git/remotes/origin`, `.git/branches/origin`) name where `git push
+/// origin` goes when the config names no `origin`: a repository in the project whose
+/// `pre-receive` hook would run on the user's push. Both are moved aside, and the Write tool
+/// is refused them.
+fn legacy_remote_files(u: User) {
+    for (kind, plant) in [
+        ("remotes", "mkdir -p .git/remotes && printf 'URL: %s\\nPush: refs/heads/main:refs/heads/main\\n' \"$PWD/evil.git\" > .git/remotes/origin"),
+        ("branches", "mkdir -p .git/branches && echo \"$PWD/evil.git#main\" > .git/branches/origin"),
+    ] {
+        let a = Fx::new(u, "legacy_remote_files");
+        let marker = a.out.join("pushed");
+        let argv = a.sh_script(
+            "remote",
+            &format!(
+                "git init -q --bare evil.git && printf '#!/bin/sh\\ntouch {}\\n' > evil.git/hooks/pre-receive && chmod +x evil.git/hooks/pre-receive && {plant} && echo planted\n",
+                Fx::s(&marker)
+            ),
+        );
+        let r = a.exec(&[], &argv);
+        // `.git/branches` exists in what `git init` makes: read-only, the plant fails; a
+        // new `.git/remotes` is moved aside.
+        if r.stdout.contains("planted") {
+            assert_eq!(r.code, Some(125), "{} {kind}\n{}", a.label(), r.show());
+        }
+        assert!(!a.proj.join(format!(".git/{kind}/origin")).exists(), "{}: ESCAPED: .git/{kind}/origin kept\n{}", a.label(), r.show());
+        let argv: Vec<String> = ["git", "-C", &Fx::s(&a.proj), "push", "-q", "origin"].iter().map(|s| s.to_string()).collect();
+        let _ = a.control(&argv);
+        assert!(!marker.exists(), "{}: ESCAPED: git push ran the planted hook ({kind})", a.label());
+        a.approve(&a.proj.join("pinfold.toml"));
+        let payload = serde_json::json!({
+            "hook_event_name": "PreToolUse", "tool_name": "Write", "session_id": "s",
+            "tool_input": {"file_path": format!(".git/{kind}/origin"), "content": "x"}, "cwd": Fx::s(&a.proj),
+        });
+        let argv = vec![pinfold_bin(), "hook".into(), "claude-code".into()];
+        let h = run_cmd(a.cmd(&argv), argv.join(" "), Some(payload.to_string().into_bytes()), TIMEOUT);
+        assert!(h.stdout.contains("\"permissionDecision\":\"deny\""), "{}: Write .git/{kind}/origin was not refused\n{}", a.label(), h.show());
+    }
+}
+
+/// What pinfold reads after a run to judge it (a rebase's step list, a sequencer's options)
+/// may be a FIFO, which would block pinfold forever, or a link to `/dev/zero`, which would
+/// never end: pinfold does not read such things, moves them aside and answers at once.
+fn git_state_files_that_would_stall_pinfold(u: User) {
+    for plant in ["mkdir -p .git/sequencer && mkfifo .git/sequencer/opts", "mkdir -p .git/rebase-merge && ln -s /dev/zero .git/rebase-merge/git-rebase-todo"] {
+        let a = Fx::new(u, "git_state_files_that_would_stall_pinfold");
+        let r = a.exec(&[], &a.sh_script("stall", &format!("{plant} && echo planted\n")));
+        assert!(!r.timed_out, "{}: pinfold stalled on `{plant}`\n{}", a.label(), r.show());
+        assert!(r.stdout.contains("planted"), "{}\n{}", a.label(), r.show());
+        assert_eq!(r.code, Some(125), "{}: `{plant}`\n{}", a.label(), r.show());
+        assert!(r.took < std::time::Duration::from_secs(10), "{}: took {:?}", a.label(), r.took);
+    }
+}
+
+/// git's config syntax allows a key on the section header's line: `[options]strategy=…` in a
+/// paused cherry-pick's `.git/sequencer/opts` names a merge strategy git runs on the user's
+/// `git cherry-pick --continue`. Moved aside like the usual spelling.
+fn sequencer_strategy_on_the_header_line(u: User) {
+    let a = Fx::new(u, "sequencer_strategy_on_the_header_line");
+    let p = Fx::s(&a.proj);
+    let git = |args: &[&str]| {
+        let mut v = vec!["git", "-C", &p, "-c", "user.name=t", "-c", "user.email=t@example.invalid"];
+        v.extend_from_slice(args);
+        a.host_ok(&v);
+    };
+    a.put(&a.proj.join("f"), "a\n");
+    git(&["add", "f"]);
+    git(&["commit", "-q", "-m", "base"]);
+    git(&["checkout", "-q", "-b", "side"]);
+    a.put(&a.proj.join("f"), "b\n");
+    git(&["commit", "-q", "-am", "s1"]);
+    a.put(&a.proj.join("g"), "c\n");
+    git(&["add", "g"]);
+    git(&["commit", "-q", "-m", "s2"]);
+    git(&["checkout", "-q", "main"]);
+    a.put(&a.proj.join("f"), "z\n");
+    git(&["commit", "-q", "-am", "m1"]);
+    let _ = a.control(&["sh".into(), "-c".into(), format!("git -C {p} -c user.name=t -c user.email=t@example.invalid cherry-pick side~1 side >/dev/null 2>&1; true")]);
+    a.own();
+    assert!(a.proj.join(".git/sequencer").is_dir(), "{}: the cherry-pick did not pause", a.label());
+    let marker = a.out.join("picked");
+    let argv = a.sh_script(
+        "opts",
+        &format!(
+            "mkdir -p git-merge- && printf '#!/bin/sh\\ntouch {}\\n' > evil.sh && chmod +x evil.sh && printf '[options]strategy=/../evil.sh\\n' > .git/sequencer/opts && echo named\n",
+            Fx::s(&marker)
+        ),
+    );
+    let r = a.exec(&[], &argv);
+    assert!(r.stdout.contains("named"), "{}\n{}", a.label(), r.show());
+    assert_eq!(r.code, Some(125), "{}\n{}", a.label(), r.show());
+    a.put(&a.proj.join("f"), "b\n");
+    git(&["add", "f"]);
+    let _ = a.control(&["sh".into(), "-c".into(), format!("cd {p} && GIT_EDITOR=true git -c user.name=t -c user.email=t@example.invalid cherry-pick --continue >/dev/null 2>&1; true")]);
+    assert!(!marker.exists(), "{}: ESCAPED: cherry-pick --continue ran the planted strategy", a.label());
 }

@@ -266,6 +266,9 @@ pub struct Guard {
     /// A paused rebase's or cherry-pick's merge strategy, and its content before the run: git
     /// runs `git-merge-STRATEGY`, a path in the project if the name has a slash.
     strategies: Vec<(PathBuf, Option<Vec<u8>>)>,
+    /// Directories that stay writable but must stay the same directory (`.git/refs`): one
+    /// replaced by a link or another directory would have git read refs from elsewhere.
+    kept: Vec<(PathBuf, u64)>,
     /// The work tree and git directory, and when the run began: a repository the run made or
     /// changed inside the project and staged as a gitlink, which `git status` enters and whose
     /// configuration it obeys, is moved aside.
@@ -375,7 +378,7 @@ impl Guard {
                 return;
             }
         };
-        for name in ["config", "hooks", "info", "commondir", "config.worktree", "gitdir", "objects/info/alternates"] {
+        for name in ["config", "hooks", "info", "commondir", "config.worktree", "gitdir", "objects/info/alternates", "remotes", "branches"] {
             self.add(common.join(name), Family::Git, open);
             if gitdir != common {
                 self.add(gitdir.join(name), Family::Git, open);
@@ -386,16 +389,24 @@ impl Guard {
             let start = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
             self.nested = Some((root.to_path_buf(), gitdir.clone(), start));
         }
+        for d in ["refs"] {
+            let d = common.join(d);
+            if open(&d)
+                && let Some((false, ino)) = self.seen.entry(&d)
+            {
+                self.kept.push((d, ino));
+            }
+        }
         for f in ["rebase-merge/strategy", "sequencer/opts"] {
             let f = gitdir.join(f);
             if open(&f) {
-                let before = std::fs::read(&f).ok();
+                let before = read_bounded(&f, SMALL).ok().flatten();
                 self.strategies.push((f, before));
             }
         }
         let todo = gitdir.join("rebase-merge/git-rebase-todo");
         if open(&todo) {
-            let before = std::fs::read(&todo).ok();
+            let before = read_bounded(&todo, SMALL).ok().flatten();
             self.todo = Some((todo, before));
         }
         // Files the configuration names: a hooks directory and included files in the project,
@@ -476,6 +487,12 @@ impl Guard {
     pub fn after(&self) -> Vec<Planted> {
         let mut out = Vec::new();
         let mut now = Dirents::default();
+        for (d, ino) in &self.kept {
+            if now.entry(d).is_some_and(|(link, i)| link || i != *ino) {
+                // Moved aside; the git guard then writes the refs back into a new one.
+                out.push(move_aside(d, Family::Git));
+            }
+        }
         for (p, family, ino, link) in &self.present {
             // The same inode, and for a link the same text (a link removed and made again
             // may get the freed inode back).
@@ -522,17 +539,22 @@ impl Guard {
             }
         }
         for (f, before) in &self.strategies {
-            if let Ok(now) = std::fs::read(f)
-                && before.as_ref() != Some(&now)
-                && !builtin_strategies(&now)
-            {
+            let planted = match read_bounded(f, SMALL) {
+                Ok(Some(now)) => before.as_ref() != Some(&now) && !builtin_strategies(&now),
+                Ok(None) => false,
+                Err(()) => true,
+            };
+            if planted {
                 out.push(move_aside(f, Family::Git));
             }
         }
         if let Some((todo, before)) = &self.todo
-            && let Ok(now) = std::fs::read(todo)
-            && before.as_ref() != Some(&now)
-            && runs_commands(&now)
+            && let planted = match read_bounded(todo, SMALL) {
+                Ok(Some(now)) => before.as_ref() != Some(&now) && runs_commands(&now),
+                Ok(None) => false,
+                Err(()) => true,
+            }
+            && planted
         {
             out.push(move_aside(todo, Family::Git));
         }
@@ -569,8 +591,11 @@ fn nested_repos_staged(root: &Path, gitdir: &Path, start: std::time::SystemTime)
     if !changed(&index) {
         return Vec::new();
     }
-    let Ok(bytes) = std::fs::read(&index) else { return Vec::new() };
-    let sha256 = std::fs::read_to_string(gitdir.join("config")).is_ok_and(|c| c.to_ascii_lowercase().contains("objectformat = sha256"));
+    let Ok(Some(bytes)) = read_bounded(&index, INDEX) else { return Vec::new() };
+    let sha256 = read_bounded(&gitdir.join("config"), SMALL)
+        .ok()
+        .flatten()
+        .is_some_and(|c| String::from_utf8_lossy(&c).to_ascii_lowercase().contains("objectformat = sha256"));
     let mut out = Vec::new();
     for rel in gitlinks(&bytes, if sha256 { 32 } else { 20 }) {
         let Ok(rel) = std::str::from_utf8(&rel) else { continue };
@@ -643,18 +668,58 @@ fn gitlinks(b: &[u8], hash_len: usize) -> Vec<Vec<u8>> {
 /// own (any other is a program git runs).
 fn builtin_strategies(text: &[u8]) -> bool {
     const BUILTIN: [&str; 6] = ["ort", "recursive", "resolve", "octopus", "ours", "subtree"];
-    let text = String::from_utf8_lossy(text);
-    let names: Vec<String> = if text.contains('=') {
-        text.lines()
-            .filter_map(|l| l.split_once('='))
-            .filter(|(k, _)| k.trim().eq_ignore_ascii_case("strategy"))
-            .map(|(_, v)| v.trim().trim_matches('"').to_string())
-            .collect()
-    } else {
-        vec![text.trim().to_string()]
-    };
-    names.iter().all(|n| n.is_empty() || BUILTIN.contains(&n.as_str()))
+    let text = String::from_utf8_lossy(text).to_ascii_lowercase();
+    if !text.contains('=') {
+        let name = text.trim();
+        return name.is_empty() || BUILTIN.contains(&name);
+    }
+    // Every `strategy = VALUE` anywhere (git's config syntax allows the key after the
+    // section header on one line, quotes, spaces); `strategy-option` is not a strategy.
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("strategy") {
+        let after = &rest[at + "strategy".len()..];
+        rest = after;
+        let t = after.trim_start_matches([' ', '\t', '"']);
+        let Some(v) = t.strip_prefix('=') else { continue };
+        let value: String = v.trim_start_matches([' ', '\t', '"']).chars().take_while(|c| !matches!(c, '\n' | '"' | ';' | '#')).collect();
+        let value = value.trim();
+        if !value.is_empty() && !BUILTIN.contains(&value) {
+            return false;
+        }
+    }
+    true
 }
+
+/// What a file pinfold reads to judge a run holds: `Ok(None)` when nothing is there; `Err`
+/// when what is there is not a regular file (links followed) of a sane size — a FIFO that
+/// would block pinfold, `/dev/zero` that would never end. A command can put either at any
+/// name it can write; such a thing is not read, and counts as planted where it matters.
+fn read_bounded(p: &Path, limit: u64) -> Result<Option<Vec<u8>>, ()> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::metadata(p) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return if std::fs::symlink_metadata(p).is_ok() { Err(()) } else { Ok(None) },
+        Err(_) => return Err(()),
+        Ok(m) if !m.is_file() || m.len() > limit => return Err(()),
+        Ok(_) => {}
+    }
+    // Non-blocking, in case it was swapped for a FIFO since the look above.
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(p).map_err(drop)?;
+    if !f.metadata().map_err(drop)?.is_file() {
+        return Err(());
+    }
+    let mut out = Vec::new();
+    f.take(limit + 1).read_to_end(&mut out).map_err(drop)?;
+    if out.len() as u64 > limit {
+        return Err(());
+    }
+    Ok(Some(out))
+}
+
+/// The most pinfold reads of a small git state file (a step list, a strategy, a config).
+const SMALL: u64 = 1 << 20;
+/// The most pinfold reads of an index (a large repository's runs to tens of megabytes).
+const INDEX: u64 = 1 << 30;
 
 /// Whether a rebase's list of steps runs a command (`exec`/`x` lines).
 fn runs_commands(todo: &[u8]) -> bool {
@@ -713,7 +778,8 @@ fn rename_in_closed_dir(p: &Path, to: &Path) -> bool {
 fn config_paths(files: &[PathBuf], root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for file in files {
-        let Ok(text) = std::fs::read_to_string(file) else { continue };
+        let Ok(Some(text)) = read_bounded(file, SMALL) else { continue };
+        let text = String::from_utf8_lossy(&text);
         let gitdir = file.parent().unwrap_or(Path::new("/"));
         let mut section = String::new();
         for line in text.lines() {
@@ -758,7 +824,11 @@ fn harmless_new_repo(dotgit: &Path) -> bool {
             return false;
         }
     }
-    let Ok(text) = std::fs::read_to_string(dotgit.join("config")) else { return true };
+    let text = match read_bounded(&dotgit.join("config"), SMALL) {
+        Ok(Some(t)) => String::from_utf8_lossy(&t).into_owned(),
+        Ok(None) => return true,
+        Err(()) => return false,
+    };
     let mut section = String::new();
     for line in text.lines() {
         let line = line.trim();
@@ -800,7 +870,7 @@ pub fn is_control(root: &Path, cwd: &Path, home: Option<&Path>, lifted: &[PathBu
             }
         }
     }
-    let git = ["config", "hooks", "info", "commondir", "config.worktree", "gitdir", "modules", "worktrees", "rebase-merge", "rebase-apply"];
+    let git = ["config", "hooks", "info", "commondir", "config.worktree", "gitdir", "modules", "worktrees", "rebase-merge", "rebase-apply", "sequencer", "remotes", "branches"];
     if path.starts_with(root.join(".git/objects/info/alternates")) {
         return Some(Family::Git);
     }

@@ -26,6 +26,8 @@ pub struct GitGuard {
     /// Loose objects left unprotected (over the limit).
     pub unprotected: usize,
     refs: Vec<(PathBuf, Vec<u8>)>,
+    /// The git directory the refs are in.
+    git_dir: Option<PathBuf>,
 }
 
 impl GitGuard {
@@ -35,6 +37,7 @@ impl GitGuard {
         if !git_dir.join("HEAD").is_file() {
             return g;
         }
+        g.git_dir = Some(git_dir.to_path_buf());
         let objects = git_dir.join("objects");
         if let Ok(rd) = std::fs::read_dir(&objects) {
             for e in rd.flatten() {
@@ -78,20 +81,44 @@ impl GitGuard {
         g
     }
 
-    /// Write back the refs the run deleted; returns them.
+    /// Write back the refs the run deleted; returns them. Only through real directories: the
+    /// command may have put a link where a directory of refs was (`refs -> /elsewhere`), and
+    /// pinfold, outside the sandbox, must not write where the link leads.
     pub fn after(&self) -> Vec<PathBuf> {
         let mut restored = Vec::new();
         for (p, content) in &self.refs {
             if std::fs::symlink_metadata(p).is_ok() {
                 continue;
             }
-            if let Some(parent) = p.parent() {
-                let _ = std::fs::create_dir_all(parent);
-            }
-            if std::fs::write(p, content).is_ok() {
+            if self.git_dir.as_deref().is_some_and(|g| write_new_beneath(g, p, content)) {
                 restored.push(p.clone());
             }
         }
         restored
     }
+}
+
+/// Create `p` (beneath `base`) holding `content`, making missing directories on the way, but
+/// only if every part of the path below `base` is a real directory (or missing): a link or a
+/// file there stops it. The file is created new (never written through a link).
+fn write_new_beneath(base: &Path, p: &Path, content: &[u8]) -> bool {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(rest) = p.strip_prefix(base) else { return false };
+    let Some(parent) = rest.parent() else { return false };
+    let mut dir = base.to_path_buf();
+    for c in parent.components() {
+        dir.push(c);
+        match std::fs::symlink_metadata(&dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return false,
+            Err(_) => {
+                if std::fs::create_dir(&dir).is_err() || !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+                    return false;
+                }
+            }
+        }
+    }
+    let Ok(mut f) = std::fs::OpenOptions::new().write(true).create_new(true).custom_flags(libc::O_NOFOLLOW).open(p) else { return false };
+    f.write_all(content).is_ok()
 }
