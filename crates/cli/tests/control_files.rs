@@ -139,13 +139,7 @@ fn agent_settings_stay_read_only(u: User) {
     std::os::unix::fs::symlink(".claude/settings.local.json", a.proj.join("notes.json")).unwrap();
     std::os::unix::fs::symlink("pinfold.local.toml", a.proj.join("cfg.toml")).unwrap();
     for path in [".claude/settings.json", "CLAUDE.md", ".mcp.json", "notes.json", "cfg.toml", ".git/commondir"] {
-        let payload = serde_json::json!({
-            "hook_event_name": "PreToolUse", "tool_name": "Write", "session_id": "s",
-            "tool_input": {"file_path": path, "content": "{}"}, "cwd": Fx::s(&a.proj),
-        });
-        let argv = vec![pinfold_bin(), "hook".into(), "claude-code".into()];
-        let h = run_cmd(a.cmd(&argv), argv.join(" "), Some(payload.to_string().into_bytes()), TIMEOUT);
-        assert!(h.stdout.contains("\"permissionDecision\":\"deny\""), "{}: Write {path} was not refused\n{}", a.label(), h.show());
+        write_tool_refused(&a, path, "the Write tool");
     }
 }
 
@@ -435,24 +429,12 @@ fn more_names_that_run_later(u: User) {
     }
     a.approve(&a.proj.join("pinfold.toml"));
     for path in ["rust-toolchain", ".cargo/config.toml", ".yarnrc", ".git/objects/info/alternates", ".qwen/settings.json", ".git/rebase-merge/git-rebase-todo"] {
-        let payload = serde_json::json!({
-            "hook_event_name": "PreToolUse", "tool_name": "Write", "session_id": "s",
-            "tool_input": {"file_path": path, "content": "x"}, "cwd": Fx::s(&a.proj),
-        });
-        let argv = vec![pinfold_bin(), "hook".into(), "claude-code".into()];
-        let h = run_cmd(a.cmd(&argv), argv.join(" "), Some(payload.to_string().into_bytes()), TIMEOUT);
-        assert!(h.stdout.contains("\"permissionDecision\":\"deny\""), "{}: Write {path} was not refused\n{}", a.label(), h.show());
+        write_tool_refused(&a, path, "the Write tool");
     }
     // A dangling link at a control file's name (`.cursor -> notes`): writing where it points
     // makes the control file, so the Write tool is refused there too.
     std::os::unix::fs::symlink("notes", a.proj.join(".cursor")).unwrap();
-    let payload = serde_json::json!({
-        "hook_event_name": "PreToolUse", "tool_name": "Write", "session_id": "s",
-        "tool_input": {"file_path": "notes/hooks.json", "content": "{}"}, "cwd": Fx::s(&a.proj),
-    });
-    let argv = vec![pinfold_bin(), "hook".into(), "claude-code".into()];
-    let h = run_cmd(a.cmd(&argv), argv.join(" "), Some(payload.to_string().into_bytes()), TIMEOUT);
-    assert!(h.stdout.contains("\"permissionDecision\":\"deny\""), "{}: Write through a dangling .cursor link was not refused\n{}", a.label(), h.show());
+    write_tool_refused(&a, "notes/hooks.json", "the Write tool through a dangling .cursor link");
 }
 
 /// An interactive rebase left stopped with an `exec` step queued: the user's `git rebase
@@ -653,13 +635,7 @@ fn legacy_remote_files(u: User) {
         let _ = a.control(&argv);
         assert!(!marker.exists(), "{}: ESCAPED: git push ran the planted hook ({kind})", a.label());
         a.approve(&a.proj.join("pinfold.toml"));
-        let payload = serde_json::json!({
-            "hook_event_name": "PreToolUse", "tool_name": "Write", "session_id": "s",
-            "tool_input": {"file_path": format!(".git/{kind}/origin"), "content": "x"}, "cwd": Fx::s(&a.proj),
-        });
-        let argv = vec![pinfold_bin(), "hook".into(), "claude-code".into()];
-        let h = run_cmd(a.cmd(&argv), argv.join(" "), Some(payload.to_string().into_bytes()), TIMEOUT);
-        assert!(h.stdout.contains("\"permissionDecision\":\"deny\""), "{}: Write .git/{kind}/origin was not refused\n{}", a.label(), h.show());
+        write_tool_refused(&a, &format!(".git/{kind}/origin"), "the Write tool");
     }
 }
 
@@ -718,4 +694,16 @@ fn sequencer_strategy_on_the_header_line(u: User) {
     git(&["add", "f"]);
     let _ = a.control(&["sh".into(), "-c".into(), format!("cd {p} && GIT_EDITOR=true git -c user.name=t -c user.email=t@example.invalid cherry-pick --continue >/dev/null 2>&1; true")]);
     assert!(!marker.exists(), "{}: ESCAPED: cherry-pick --continue ran the planted strategy", a.label());
+}
+
+/// `pinfold hook claude-code`'s answer to the Write tool on `path` in `fx`'s project must be
+/// deny; `what` says which case failed.
+fn write_tool_refused(fx: &Fx, path: &str, what: &str) {
+    let payload = serde_json::json!({
+        "hook_event_name": "PreToolUse", "tool_name": "Write", "session_id": "s",
+        "tool_input": {"file_path": path, "content": "{}"}, "cwd": Fx::s(&fx.proj),
+    });
+    let argv = vec![pinfold_bin(), "hook".into(), "claude-code".into()];
+    let h = run_cmd(fx.cmd(&argv), argv.join(" "), Some(payload.to_string().into_bytes()), TIMEOUT);
+    assert!(h.stdout.contains("\"permissionDecision\":\"deny\""), "{}: {what} on {path} was not refused\n{}", fx.label(), h.show());
 }
