@@ -427,6 +427,11 @@ pub(crate) fn run(
         }
         if let Some(is_dir) = empty_file_or_dir(&d) {
             held.hold(&d, is_dir)?;
+        } else if std::fs::symlink_metadata(&d).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+            // Gone since it was resolved: another run's placeholder, removed as that run
+            // ended. This run makes (and holds) its own, so the path stays protected and the
+            // mount on it has something to bind.
+            held.hold(&d, false)?;
         }
     }
     let mut set_env = policy.set_env.clone();
