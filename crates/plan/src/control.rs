@@ -153,6 +153,16 @@ pub const HOME_NAMED: &[&str] = &[
 /// caches), never the rest of `~/.cache`.
 pub const HOME_CACHES: &[&str] = pinfold_sandbox::HOME_CACHES;
 
+/// The files of a git directory that name other paths or run code: protected in the repository's
+/// own, each submodule's and each linked worktree's.
+const GIT_OWN: [&str; 6] = ["config", "hooks", "info", "commondir", "config.worktree", "gitdir"];
+/// What else of the common git directory is a control path: other object stores, legacy
+/// remotes `git push` reads.
+const GIT_COMMON: [&str; 3] = ["objects/info/alternates", "remotes", "branches"];
+/// What of a git directory the agent's file tools are refused besides those: repositories git
+/// enters and the state of a paused rebase, cherry-pick or revert.
+const GIT_STATE: [&str; 5] = ["modules", "worktrees", "rebase-merge", "rebase-apply", "sequencer"];
+
 /// The suffix a planted control file is renamed with.
 pub const PLANTED_SUFFIX: &str = ".pinfold-planted";
 
@@ -287,11 +297,12 @@ impl std::fmt::Debug for Guard {
 }
 
 impl Guard {
-    /// Look at the project `root` (working directory `cwd`, home directory `home`) before a
-    /// run whose writable roots are `writable`. Control paths outside every writable root need nothing: the sandbox
+    /// Look at the project `root` (working directory `cwd`, home directory `home`, the user's
+    /// `$XDG_CONFIG_HOME`, where git's own configuration may be) before a run whose writable
+    /// roots are `writable`. Control paths outside every writable root need nothing: the sandbox
     /// cannot write them anyway. `lifted`: paths the user's own configuration lets commands
     /// write.
-    pub fn before(root: &Path, cwd: &Path, home: Option<&Path>, writable: &[PathBuf], lifted: &[PathBuf]) -> Guard {
+    pub fn before(root: &Path, cwd: &Path, home: Option<&Path>, xdg_config_home: Option<&Path>, writable: &[PathBuf], lifted: &[PathBuf]) -> Guard {
         let mut g = Guard::default();
         let open = |p: &Path| writable.iter().any(|w| p.starts_with(w)) && !lifted.iter().any(|l| p.starts_with(l));
         // In the project root and each directory from there down to the working directory,
@@ -301,7 +312,7 @@ impl Guard {
                 g.add(dir.join(rel), *family, &open);
             }
         }
-        g.git(root, home, &open);
+        g.git(root, home, xdg_config_home, &open);
         // The home directory as the project, however either is spelled: `$HOME` may be a
         // link (`/home -> var/home`) where the project's root is the real path.
         let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
@@ -357,7 +368,7 @@ impl Guard {
     }
 
     /// git: everything in the git directory that names other paths or runs code.
-    fn git(&mut self, root: &Path, home: Option<&Path>, open: &dyn Fn(&Path) -> bool) {
+    fn git(&mut self, root: &Path, home: Option<&Path>, xdg_config_home: Option<&Path>, open: &dyn Fn(&Path) -> bool) {
         let dotgit = root.join(".git");
         let meta = std::fs::symlink_metadata(&dotgit);
         let (gitdir, common) = match &meta {
@@ -378,7 +389,7 @@ impl Guard {
                 return;
             }
         };
-        for name in ["config", "hooks", "info", "commondir", "config.worktree", "gitdir", "objects/info/alternates", "remotes", "branches"] {
+        for name in GIT_OWN.iter().chain(&GIT_COMMON) {
             self.add(common.join(name), Family::Git, open);
             if gitdir != common {
                 self.add(gitdir.join(name), Family::Git, open);
@@ -416,8 +427,7 @@ impl Guard {
         if gitdir != common {
             files.push(gitdir.join("config.worktree"));
         }
-        let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from).filter(|p| p.is_absolute());
-        files.extend(xdg.or_else(|| home.map(|h| h.join(".config"))).map(|c| c.join("git/config")));
+        files.extend(xdg_config_home.map(Path::to_path_buf).or_else(|| home.map(|h| h.join(".config"))).map(|c| c.join("git/config")));
         files.extend(home.map(|h| h.join(".gitconfig")));
         files.push(PathBuf::from("/etc/gitconfig"));
         for p in config_paths(&files, root) {
@@ -429,7 +439,7 @@ impl Guard {
             let dir = common.join(sub);
             if let Ok(rd) = std::fs::read_dir(&dir) {
                 for e in rd.flatten() {
-                    for name in ["config", "hooks", "info", "commondir", "config.worktree", "gitdir"] {
+                    for name in GIT_OWN {
                         self.add(e.path().join(name), Family::Git, open);
                     }
                 }
@@ -870,7 +880,7 @@ pub fn is_control(root: &Path, cwd: &Path, home: Option<&Path>, lifted: &[PathBu
             }
         }
     }
-    let git = ["config", "hooks", "info", "commondir", "config.worktree", "gitdir", "modules", "worktrees", "rebase-merge", "rebase-apply", "sequencer", "remotes", "branches"];
+    let git = || GIT_OWN.iter().chain(&GIT_COMMON).chain(&GIT_STATE);
     if path.starts_with(root.join(".git/objects/info/alternates")) {
         return Some(Family::Git);
     }
@@ -879,7 +889,7 @@ pub fn is_control(root: &Path, cwd: &Path, home: Option<&Path>, lifted: &[PathBu
     }
     if let Ok(rest) = path.strip_prefix(root.join(".git"))
         && let Some(first) = rest.components().next()
-        && git.iter().any(|g| first.as_os_str() == *g)
+        && git().any(|g| first.as_os_str() == *g)
     {
         return Some(Family::Git);
     }
@@ -906,16 +916,10 @@ pub fn links(root: &Path, cwd: &Path, lifted: &[PathBuf]) -> Vec<PathBuf> {
     for dir in crate::protect::policy_dirs(root, cwd) {
         for (rel, _) in PROJECT {
             let p = dir.join(rel);
-            if !lifted.iter().any(|l| p.starts_with(l)) && matches!(seen.state(&p), State::Dangling) || is_link(&mut seen, &p) {
+            if !lifted.iter().any(|l| p.starts_with(l)) && seen.entry(&p).is_some_and(|(link, _)| link) {
                 out.push(p);
             }
         }
     }
     out
-}
-
-fn is_link(seen: &mut Dirents, p: &Path) -> bool {
-    let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else { return false };
-    seen.state(p);
-    seen.0.get(dir).and_then(Option::as_ref).and_then(|l| l.get(name)).is_some_and(|e| e.0)
 }

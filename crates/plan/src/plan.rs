@@ -254,7 +254,7 @@ fn sandbox_policy(preset: &SandboxPreset, cx: &Context, config: &pinfold_policy:
     sp.write_deny.extend(dirs.cache.iter().cloned());
     // Files that programs outside the sandbox run or obey later: read-only when they exist,
     // moved aside after the run when it creates them (control.rs).
-    let control = control::Guard::before(root, cwd, dirs.home.as_deref(), &sp.writable, &config.control_lift);
+    let control = control::Guard::before(root, cwd, dirs.home.as_deref(), dirs.xdg_config_home.as_deref(), &sp.writable, &config.control_lift);
     sp.write_deny.extend(control.protect.iter().cloned());
     sp.read_deny = paths(&preset.read_deny);
     sp.read_deny.extend(cx.deny_read.iter().map(|p| cwd.join(p)));

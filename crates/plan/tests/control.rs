@@ -34,7 +34,7 @@ fn fx() -> Fx {
 
 impl Fx {
     fn guard(&self) -> Guard {
-        Guard::before(&self.proj, &self.proj, Some(&self.home), &[self.proj.clone()], &[])
+        Guard::before(&self.proj, &self.proj, Some(&self.home), None, &[self.proj.clone()], &[])
     }
 }
 
@@ -140,7 +140,7 @@ fn a_new_repository_is_kept_only_when_it_runs_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let proj = fs::canonicalize(tmp.path()).unwrap();
     // `git init`'s own files stay.
-    let g = Guard::before(&proj, &proj, None, &[proj.clone()], &[]);
+    let g = Guard::before(&proj, &proj, None, None, &[proj.clone()], &[]);
     fs::create_dir_all(proj.join(".git/hooks")).unwrap();
     fs::write(proj.join(".git/hooks/pre-push.sample"), "").unwrap();
     fs::write(proj.join(".git/config"), "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n[remote \"origin\"]\n\turl = ../up\n").unwrap();
@@ -148,7 +148,7 @@ fn a_new_repository_is_kept_only_when_it_runs_nothing() {
     fs::remove_dir_all(proj.join(".git")).unwrap();
     // A configuration that runs a program, or a hook, is moved aside whole.
     for (file, text) in [("config", "[core]\n\tfsmonitor = \"touch pwn #\"\n"), ("hooks/post-checkout", "#!/bin/sh\n")] {
-        let g = Guard::before(&proj, &proj, None, &[proj.clone()], &[]);
+        let g = Guard::before(&proj, &proj, None, None, &[proj.clone()], &[]);
         fs::create_dir_all(proj.join(".git/hooks")).unwrap();
         fs::write(proj.join(".git").join(file), text).unwrap();
         let planted = g.after();
@@ -161,7 +161,7 @@ fn a_new_repository_is_kept_only_when_it_runs_nothing() {
 #[test]
 fn the_home_directory_as_the_project_keeps_its_dotfiles_but_the_named_caches() {
     let f = fx();
-    let g = Guard::before(&f.home, &f.home, Some(&f.home), &[f.home.clone()], &[]);
+    let g = Guard::before(&f.home, &f.home, Some(&f.home), None, &[f.home.clone()], &[]);
     for p in [".gitconfig", ".bashrc"] {
         assert!(has(&g.protect, f.home.join(p)), "{p}: {:?}", g.protect);
     }
@@ -188,7 +188,7 @@ fn lifted_files_are_neither_protected_nor_watched_nor_refused() {
     let f = fx();
     fs::write(f.proj.join("CLAUDE.md"), "").unwrap();
     let lifted = [f.proj.join("CLAUDE.md"), f.proj.join(".envrc")];
-    let g = Guard::before(&f.proj, &f.proj, Some(&f.home), &[f.proj.clone()], &lifted);
+    let g = Guard::before(&f.proj, &f.proj, Some(&f.home), None, &[f.proj.clone()], &lifted);
     assert!(!has(&g.protect, f.proj.join("CLAUDE.md")));
     fs::write(f.proj.join(".envrc"), "").unwrap();
     assert!(g.after().is_empty());
@@ -229,7 +229,7 @@ fn nested_repositories_staged_as_gitlinks_are_found_in_every_index_format() {
             git(&proj, &["add", "-N", "later.txt"]);
         }
         git(&proj, &["update-index", "--index-version", version]);
-        let g = Guard::before(&proj, &proj, None, &[proj.clone()], &[]);
+        let g = Guard::before(&proj, &proj, None, None, &[proj.clone()], &[]);
         let sub = proj.join("a/long/sub");
         fs::create_dir_all(&sub).unwrap();
         git(&sub, &["init", "-q"]);
