@@ -605,71 +605,16 @@ fn nested_repos_staged(root: &Path, gitdir: &Path, start: std::time::SystemTime)
     let sha256 = read_bounded(&gitdir.join("config"), SMALL)
         .ok()
         .flatten()
-        .is_some_and(|c| String::from_utf8_lossy(&c).to_ascii_lowercase().contains("objectformat = sha256"));
+        .is_some_and(|c| pinfold_undo::index::sha256_repo(&c));
     let mut out = Vec::new();
-    for rel in gitlinks(&bytes, if sha256 { 32 } else { 20 }) {
+    // Gitlinks: mode 160000.
+    let gitlinks = pinfold_undo::index::entries(&bytes, if sha256 { 32 } else { 20 }).into_iter().filter(|(mode, _)| *mode == 0o160000);
+    for (_, rel) in gitlinks {
         let Ok(rel) = std::str::from_utf8(&rel) else { continue };
         let dotgit = root.join(rel).join(".git");
         if [dotgit.clone(), dotgit.join("config"), dotgit.join("hooks")].iter().any(|p| status_changed(p)) {
             out.push(dotgit);
         }
-    }
-    out
-}
-
-/// The paths an index (format 2, 3 or 4) stages as gitlinks (mode 160000). A malformed
-/// index gives what could be read before the fault.
-fn gitlinks(b: &[u8], hash_len: usize) -> Vec<Vec<u8>> {
-    let be32 = |at: usize| b.get(at..at + 4).map(|x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]));
-    let mut out = Vec::new();
-    if b.get(..4) != Some(b"DIRC") {
-        return out;
-    }
-    let (Some(version), Some(count)) = (be32(4), be32(8)) else { return out };
-    if !(2..=4).contains(&version) {
-        return out;
-    }
-    let mut at = 12;
-    let mut prev: Vec<u8> = Vec::new();
-    for _ in 0..count {
-        let start = at;
-        let Some(mode) = be32(at + 24) else { break };
-        let flags_at = at + 40 + hash_len;
-        let Some(flags) = b.get(flags_at..flags_at + 2).map(|x| u16::from_be_bytes([x[0], x[1]])) else { break };
-        let mut p = flags_at + 2;
-        if version >= 3 && flags & 0x4000 != 0 {
-            p += 2;
-        }
-        let path = if version == 4 {
-            // How much of the previous path to drop (git's offset varint), then the rest.
-            let mut strip: usize = 0;
-            let mut first = true;
-            loop {
-                let Some(&c) = b.get(p) else { return out };
-                p += 1;
-                strip = if first { (c & 127) as usize } else { strip.saturating_add(1).saturating_mul(128) | (c & 127) as usize };
-                first = false;
-                if c & 128 == 0 {
-                    break;
-                }
-            }
-            let Some(len) = b.get(p..).and_then(|r| r.iter().position(|&c| c == 0)) else { return out };
-            let keep = prev.len().saturating_sub(strip);
-            let mut path = prev[..keep].to_vec();
-            path.extend_from_slice(&b[p..p + len]);
-            at = p + len + 1;
-            path
-        } else {
-            let Some(len) = b.get(p..).and_then(|r| r.iter().position(|&c| c == 0)) else { return out };
-            let path = b[p..p + len].to_vec();
-            // Entries are padded with NULs to a multiple of 8 bytes.
-            at = start + ((p - start + len + 8) & !7);
-            path
-        };
-        if mode == 0o160000 {
-            out.push(path.clone());
-        }
-        prev = path;
     }
     out
 }

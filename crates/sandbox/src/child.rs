@@ -58,6 +58,9 @@ pub(crate) enum Event {
     /// The proxy listener, listening at 127.0.0.1:`port` in the sandbox's network namespace,
     /// is attached to this line (`SCM_RIGHTS`).
     Listening { port: u16 },
+    /// The listener of the watch filter ([`crate::watch`]) is attached to this line: the
+    /// command's changes beneath the watched roots stop until the parent answers.
+    Watching,
     /// The command's own layers, just before exec.
     Confined { landlock: Option<LandlockReport>, seccomp: Vec<String>, degraded: Vec<String> },
     /// Setup failed; nothing of the command ran.
@@ -489,6 +492,14 @@ fn command(spec: &Spec, mut rep: Reporter, mounted: OwnedFd) -> ! {
     // Through the proxy the command needs inet sockets to reach it; its network namespace
     // has nothing but loopback, and Landlock allows one port there.
     let sockets_off = spec.network_off && spec.proxy_port.is_none();
+    // The watch filter first, its listener sent to the parent before anything it stops can
+    // run: nothing until the `execve` below makes a call it watches.
+    if spec.watch {
+        let sent = sys::seccomp_install_listener(&crate::watch::filter()).and_then(|fd| rep.send_with_fd(&Event::Watching, &fd));
+        if let Err(e) = sent {
+            rep.fail(format!("install the watch filter: {e}"));
+        }
+    }
     let prog = seccomp::compile(sockets_off);
     if let Err(e) = sys::seccomp_install(&prog) {
         rep.fail(format!("install the seccomp filter: {e}"));

@@ -49,6 +49,8 @@ mod probe;
 mod seccomp;
 #[allow(unsafe_code)]
 mod sys;
+#[allow(unsafe_code)]
+mod watch;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
@@ -66,6 +68,7 @@ pub use parent::Prestart;
 pub use probe::{probe, Availability};
 pub use seccomp::RULES as SECCOMP_RULES;
 pub use sys::note_caller_sigpipe;
+pub use watch::{Change, Observer};
 
 /// The hidden subcommand the CLI must route to [`helper_main`].
 pub const HELPER_ARG: &str = "__sandbox-helper";
@@ -121,6 +124,24 @@ pub struct Policy {
     /// With [`Network::Proxy`], the loopback port the proxy listener has inside.
     #[serde(default = "default_proxy_port")]
     pub proxy_port: u16,
+    /// Report every change the command is about to make beneath these paths to the
+    /// observer of [`Policy::run_with`], before it happens (see [`Change`]). Empty: nothing
+    /// is watched, and the command runs without the watch filter.
+    #[serde(default)]
+    pub watch: Vec<PathBuf>,
+}
+
+/// What the caller does while a run goes on (see [`Policy::run_with`]).
+#[allow(missing_debug_implementations)]
+pub struct Hooks<'a> {
+    /// Called once the sandbox has its spec; an error kills the sandbox before the command
+    /// starts ([`SandboxError::NotReleased`]).
+    pub release: &'a mut dyn FnMut() -> Result<(), Refusal>,
+    /// With [`Network::Proxy`]: the listener made inside the sandbox's network namespace.
+    pub listener: &'a mut dyn FnMut(std::net::TcpListener),
+    /// With [`Policy::watch`]: told of each change beneath the watched paths before it
+    /// happens; the command's call waits for its answer.
+    pub observer: Option<Observer<'a>>,
 }
 
 impl Policy {
@@ -138,19 +159,20 @@ impl Policy {
             allow_degraded: false,
             private_tmp: true,
             proxy_port: DEFAULT_PROXY_PORT,
+            watch: Vec::new(),
         }
     }
 
     /// Run `argv` confined and wait for it. `Err` means the sandbox could not be set up as
     /// asked (nothing ran, or the command was stopped before exec).
     pub fn run(&self, argv: &[String]) -> Result<Outcome, SandboxError> {
-        parent::run(self, argv, None, &mut || Ok(()), &mut |_| {})
+        parent::run(self, argv, None, Hooks { release: &mut || Ok(()), listener: &mut |_| {}, observer: None })
     }
 
     /// [`Policy::run`] in a sandbox started ahead with [`Prestart::begin`] (or, given `None`
     /// or a prestart that does not fit, one started now).
     pub fn run_prestarted(&self, argv: &[String], pre: Option<Prestart>) -> Result<Outcome, SandboxError> {
-        parent::run(self, argv, pre, &mut || Ok(()), &mut |_| {})
+        parent::run(self, argv, pre, Hooks { release: &mut || Ok(()), listener: &mut |_| {}, observer: None })
     }
 
     /// [`Policy::run_prestarted`], with `release` called once the sandbox has its spec: the
@@ -165,7 +187,7 @@ impl Policy {
         pre: Option<Prestart>,
         release: &mut dyn FnMut() -> Result<(), Refusal>,
     ) -> Result<Outcome, SandboxError> {
-        parent::run(self, argv, pre, release, &mut |_| {})
+        parent::run(self, argv, pre, Hooks { release, listener: &mut |_| {}, observer: None })
     }
 
     /// [`Policy::run_released`] for [`Network::Proxy`]: `listener` is called once, before the
@@ -180,7 +202,14 @@ impl Policy {
         release: &mut dyn FnMut() -> Result<(), Refusal>,
         listener: &mut dyn FnMut(std::net::TcpListener),
     ) -> Result<Outcome, SandboxError> {
-        parent::run(self, argv, pre, release, listener)
+        parent::run(self, argv, pre, Hooks { release, listener, observer: None })
+    }
+
+    /// Every caller's work in one: [`Policy::run_proxied`] with the observer of
+    /// [`Policy::watch`]. The observer runs on the calling thread; the command's watched call
+    /// waits meanwhile.
+    pub fn run_with(&self, argv: &[String], pre: Option<Prestart>, hooks: Hooks<'_>) -> Result<Outcome, SandboxError> {
+        parent::run(self, argv, pre, hooks)
     }
 
     /// Resolve what the sandbox would enforce, without running anything: the roots that

@@ -66,6 +66,9 @@ pub(crate) struct Spec {
     /// left ignored: the command keeps those ignored and gets the default for the rest.
     #[serde(default)]
     pub ignored_signals: Vec<i32>,
+    /// Install the watch filter and send its listener to the parent ([`crate::watch`]).
+    #[serde(default)]
+    pub watch: bool,
 }
 
 /// A step of building the tree that failed: which step, on which path, and the kernel's

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::child::{Base, Event, Late, FORWARDED, GO, SETUP_FAILED};
 use crate::mounts::Spec;
-use crate::{Refusal, env, probe, sys, LayerStatus, Network, Outcome, Plan, Policy, SandboxError, SandboxReport, Step};
+use crate::{env, probe, sys, LayerStatus, Network, Outcome, Plan, Policy, SandboxError, SandboxReport, Step};
 
 /// Paths resolved against the file system at start.
 struct Resolved {
@@ -388,8 +388,7 @@ pub(crate) fn run(
     policy: &Policy,
     argv: &[String],
     pre: Option<Prestart>,
-    release: &mut dyn FnMut() -> Result<(), Refusal>,
-    listener: &mut dyn FnMut(std::net::TcpListener),
+    hooks: crate::Hooks<'_>,
 ) -> Result<Outcome, SandboxError> {
     if argv.is_empty() {
         return Err(SandboxError::NoCommand);
@@ -463,6 +462,7 @@ pub(crate) fn run(
         gid,
         gate: true,
         ignored_signals: sys::caller_ignored(crate::child::reset_before_exec()),
+        watch: !policy.watch.is_empty() && hooks.observer.is_some(),
     };
     let mut report = SandboxReport {
         writable: r.writable.clone(),
@@ -482,7 +482,8 @@ pub(crate) fn run(
     if policy.private_tmp {
         report.writable.push(tmpdir.clone());
     }
-    let (code, reaper) = spawn_and_wait(&spec, &mut report, pre, release, listener)?;
+    let watch: Vec<PathBuf> = policy.watch.iter().map(|w| sys::canonicalize(w).unwrap_or_else(|_| w.clone())).collect();
+    let (code, reaper) = spawn_and_wait(&spec, &mut report, pre, hooks, &watch)?;
     drop(held);
     Ok(Outcome { code, report, reaper: std::sync::Arc::new(reaper) })
 }
@@ -599,9 +600,10 @@ fn spawn_and_wait(
     spec: &Spec,
     report: &mut SandboxReport,
     pre: Option<Prestart>,
-    release: &mut dyn FnMut() -> Result<(), Refusal>,
-    listener: &mut dyn FnMut(std::net::TcpListener),
+    hooks: crate::Hooks<'_>,
+    watch: &[PathBuf],
 ) -> Result<(i32, Reaper), SandboxError> {
+    let crate::Hooks { release, listener, mut observer } = hooks;
     // Take forwarded signals from a signalfd while the command runs (Ctrl-C reaches us, the
     // sandbox and the command alike; the command, in its own session, gets it from us).
     let sigfd = sys::signalfd_for(FORWARDED).map_err(setup_err(Step::Signalfd))?;
@@ -635,35 +637,57 @@ fn spawn_and_wait(
     let mut rep_open = true;
     let mut exited: Option<i32> = None;
     let mut listener_given = false;
-    let mut pending_fd: Option<std::os::fd::OwnedFd> = None;
+    let mut watcher: Option<crate::watch::Watcher> = None;
     let reaper = Reaper::default();
     let status = loop {
-        let mut fds = vec![sigfd.as_raw_fd(), pidfd.as_raw_fd()];
+        let mut fds = vec![sigfd.as_raw_fd(), pidfd.as_raw_fd(), -1, -1];
         if rep_open {
-            fds.push(rep.as_raw_fd());
+            fds[2] = rep.as_raw_fd();
         }
-        let ready = sys::poll_read(&fds, -1).map_err(setup_err(Step::Poll))?;
+        if let Some(w) = &watcher {
+            fds[3] = w.raw();
+        }
+        let events = sys::poll_events(&fds, -1).map_err(setup_err(Step::Poll))?;
+        let ready: Vec<bool> = events.iter().map(|e| *e != 0).collect();
         if ready[0] {
             if let Ok(sig) = sys::read_signal(&sigfd) {
                 let _ = sys::kill(pid, sig);
             }
         }
-        if rep_open && ready.get(2).copied().unwrap_or(false) {
+        if ready[3] {
+            // Taken only when one is waiting: with none, the kernel's receive would block.
+            let done = match (&watcher, observer.as_mut()) {
+                (Some(w), Some(obs)) if events[3] & libc::POLLIN != 0 => w.serve_one(&mut **obs).is_err(),
+                (Some(_), Some(_)) => events[3] & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0,
+                _ => true,
+            };
+            if done {
+                // Every process with the filter has ended.
+                watcher = None;
+            }
+        }
+        if rep_open && ready[2] {
             let mut chunk = [0u8; 8192];
             match sys::recv_with_fds(&rep, &mut chunk) {
                 Ok((0, _)) | Err(_) => rep_open = false,
                 Ok((n, fds)) => {
                     buf.extend_from_slice(&chunk[..n]);
-                    // The only descriptor init sends: the proxy listener, with its
-                    // `Listening` line; handed on once that line is complete. Any other is
-                    // closed unused.
-                    if pending_fd.is_none() {
-                        pending_fd = fds.into_iter().next();
-                    }
-                    if spec.proxy_port.is_some() && pending_fd.is_some() && listening_event(&buf) {
-                        if let Some(fd) = pending_fd.take().filter(|_| !listener_given) {
-                            listener_given = true;
-                            listener(std::net::TcpListener::from(fd));
+                    // A descriptor comes with the last line of the message that carried it
+                    // (the kernel ends a read there): the proxy listener with `Listening`
+                    // (from init), the watch listener with `Watching` (from the command).
+                    // Any other is closed unused.
+                    if let Some(fd) = fds.into_iter().next() {
+                        let last = chunk[..n].strip_suffix(b"\n").unwrap_or(&chunk[..n]);
+                        let last = last.rsplit(|b| *b == b'\n').next().unwrap_or_default();
+                        match serde_json::from_slice::<Event>(last) {
+                            Ok(Event::Listening { .. }) if spec.proxy_port.is_some() && !listener_given => {
+                                listener_given = true;
+                                listener(std::net::TcpListener::from(fd));
+                            }
+                            Ok(Event::Watching) if spec.watch && watcher.is_none() => {
+                                watcher = Some(crate::watch::Watcher::new(fd, watch.to_vec()));
+                            }
+                            _ => {}
                         }
                     }
                     exited = exited.or_else(|| exit_event(&buf));
@@ -712,7 +736,7 @@ fn spawn_and_wait(
                 report.hygiene = Some(LayerStatus::Enforced);
             }
             Ok(Event::Failed { step }) => failed = Some(step),
-            Ok(Event::ExecFailed { .. } | Event::Exited { .. } | Event::Listening { .. }) | Err(_) => {}
+            Ok(Event::ExecFailed { .. } | Event::Exited { .. } | Event::Listening { .. } | Event::Watching) | Err(_) => {}
         }
     }
     if let Some(step) = failed {
@@ -751,10 +775,6 @@ fn exit_event(buf: &[u8]) -> Option<i32> {
     })
 }
 
-/// Whether the `Listening` line is complete in `buf`.
-fn listening_event(buf: &[u8]) -> bool {
-    buf.split(|b| *b == b'\n').any(|l| matches!(serde_json::from_slice::<Event>(l), Ok(Event::Listening { .. })))
-}
 
 #[cfg(test)]
 mod tests {

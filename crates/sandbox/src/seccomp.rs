@@ -125,26 +125,26 @@ pub static RULES: &[Rule] = &[
 ];
 
 // Classic BPF, as the kernel's seccomp expects it.
-const BPF_LD_W_ABS: u16 = 0x20;
-const BPF_JEQ_K: u16 = 0x15;
+pub(crate) const BPF_LD_W_ABS: u16 = 0x20;
+pub(crate) const BPF_JEQ_K: u16 = 0x15;
 const BPF_JGE_K: u16 = 0x35;
-const BPF_JSET_K: u16 = 0x45;
+pub(crate) const BPF_JSET_K: u16 = 0x45;
 #[cfg(test)]
 const BPF_JA: u16 = 0x05;
-const BPF_RET_K: u16 = 0x06;
+pub(crate) const BPF_RET_K: u16 = 0x06;
 
-const RET_ALLOW: u32 = 0x7fff_0000;
+pub(crate) const RET_ALLOW: u32 = 0x7fff_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
-const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+pub(crate) const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
 const X32_BIT: u32 = 0x4000_0000;
 
-const OFF_NR: u32 = 0;
-const OFF_ARCH: u32 = 4;
-const fn off_arg_low(i: u8) -> u32 {
+pub(crate) const OFF_NR: u32 = 0;
+pub(crate) const OFF_ARCH: u32 = 4;
+pub(crate) const fn off_arg_low(i: u8) -> u32 {
     16 + 8 * i as u32
 }
 
-fn ins(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+pub(crate) fn ins(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 

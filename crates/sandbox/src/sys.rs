@@ -179,6 +179,21 @@ pub fn seccomp_install(prog: &[libc::sock_filter]) -> io::Result<()> {
     .map(drop)
 }
 
+/// Install `prog` as a seccomp filter whose `SECCOMP_RET_USER_NOTIF` calls go to the
+/// returned listener (`SECCOMP_FILTER_FLAG_NEW_LISTENER`).
+pub fn seccomp_install_listener(prog: &[libc::sock_filter]) -> io::Result<OwnedFd> {
+    let fprog = libc::sock_fprog {
+        len: u16::try_from(prog.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
+        filter: prog.as_ptr().cast_mut(),
+    };
+    // SAFETY: `fprog` points at `prog`, which outlives the call; the kernel copies the program.
+    let fd = check_long(unsafe {
+        libc::syscall(libc::SYS_seccomp, 1 as libc::c_uint, libc::SECCOMP_FILTER_FLAG_NEW_LISTENER as libc::c_uint, &fprog as *const libc::sock_fprog)
+    })?;
+    // SAFETY: with NEW_LISTENER, success returns a fresh descriptor we now own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
 /// The Landlock ABI version the kernel offers: `landlock_create_ruleset(NULL, 0,
 /// LANDLOCK_CREATE_RULESET_VERSION)`; 0 when Landlock is absent or disabled.
 pub fn landlock_abi() -> i64 {
@@ -300,6 +315,12 @@ pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
 
 /// `poll(2)` on fds for readability; returns which are ready.
 pub fn poll_read(fds: &[RawFd], timeout_ms: libc::c_int) -> io::Result<Vec<bool>> {
+    Ok(poll_events(fds, timeout_ms)?.into_iter().map(|r| r != 0).collect())
+}
+
+/// `poll(2)` on fds for readability; returns each one's `revents` (negative fds are skipped
+/// by the kernel: 0).
+pub fn poll_events(fds: &[RawFd], timeout_ms: libc::c_int) -> io::Result<Vec<libc::c_short>> {
     let mut p: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
     loop {
         // SAFETY: `p` is a valid array of `p.len()` pollfds.
@@ -311,7 +332,7 @@ pub fn poll_read(fds: &[RawFd], timeout_ms: libc::c_int) -> io::Result<Vec<bool>
             }
             return Err(e);
         }
-        return Ok(p.iter().map(|x| x.revents != 0).collect());
+        return Ok(p.iter().map(|x| x.revents).collect());
     }
 }
 

@@ -1,0 +1,281 @@
+//! A run's journal: before each change the sandbox reports, what the path held, written
+//! down (and its bytes kept) before the change may happen.
+//!
+//! Layout of one run's record, `STORE/runs/ID/`:
+//! * `meta.json` — what ran, where, when, by which process; `kind` `exec` or `undo`;
+//! * `journal` — one JSON line per change, in the order they happened ([`Entry`]);
+//! * `kept/N` — the bytes of entry N's file: a hard link to the inode when the change only
+//!   removes or replaces the name (nothing is copied), a copy when the file is about to be
+//!   written in place;
+//! * `end.json` — written when the run ends (absent: it was killed, or still runs);
+//! * `undone` — the id of the undo that put this run's changes back.
+//!
+//! The record is made at the first change: a run that changes nothing writes nothing.
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use pinfold_sandbox::Change;
+use serde::{Deserialize, Serialize};
+
+use crate::keep::Keep;
+use crate::{now_ns, Error, Kind, Meta};
+
+/// What a path held before a change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "was", rename_all = "snake_case")]
+pub enum Pre {
+    /// Nothing: the change made it.
+    Absent,
+    /// A file, its bytes in `kept/N` (N = the entry's number), with its permission bits.
+    File { mode: u32 },
+    /// A symbolic link to `target`.
+    Link { target: crate::Bytes },
+    /// A directory with these permission bits (its contents are entries of their own).
+    Dir { mode: u32 },
+    /// A directory renamed to `to` (relative to the root), its contents with it.
+    Moved { to: crate::Bytes },
+    /// Swapped with `with` (`renameat2` `RENAME_EXCHANGE`).
+    Swapped { with: crate::Bytes },
+    /// Its permission bits, before a `chmod`.
+    Mode { mode: u32 },
+    /// A FIFO with these permission bits.
+    Fifo { mode: u32 },
+}
+
+/// One change, as the journal holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Its number in the run (names its kept bytes).
+    pub n: u64,
+    /// When it was written down (ns since the epoch): entries of several runs put back
+    /// together are put back newest first.
+    pub t: u128,
+    /// The path, relative to the project root.
+    pub path: crate::Bytes,
+    #[serde(flatten)]
+    pub pre: Pre,
+}
+
+/// The journal of one run: the sandbox's observer.
+#[derive(Debug)]
+pub struct Journal {
+    root: PathBuf,
+    run_dir: PathBuf,
+    meta: Meta,
+    keep: Keep,
+    /// Made at the first change.
+    file: Option<File>,
+    n: u64,
+    /// Paths whose state before the run is written down: later changes to them add nothing
+    /// (putting a path back means putting back its first state). Cleared when a directory is
+    /// renamed, since paths beneath then name other files.
+    seen: HashSet<PathBuf>,
+    /// Inodes kept by hard link (dev, ino): written in place later, they are copied first.
+    linked: Vec<((u64, u64), PathBuf)>,
+    /// Paths changed, for the summary.
+    changed: Vec<PathBuf>,
+    /// Held shared for the run: an undo waits for no run, it refuses while one holds it.
+    _lock: Option<File>,
+}
+
+impl Journal {
+    pub(crate) fn new(root: PathBuf, run_dir: PathBuf, meta: Meta, keep: Keep, lock: Option<File>) -> Journal {
+        Journal { root, run_dir, meta, keep, file: None, n: 0, seen: HashSet::new(), linked: Vec::new(), changed: Vec::new(), _lock: lock }
+    }
+
+    /// The record's id.
+    pub fn id(&self) -> &str {
+        &self.meta.id
+    }
+
+    /// Whether anything was written down.
+    pub fn changed(&self) -> &[PathBuf] {
+        &self.changed
+    }
+
+    /// Write down what `change` is about to replace, keeping the bytes it would lose. `Err`
+    /// is the errno the change must fail with: nothing is changed that could not be kept
+    /// (`ENOSPC` on a full disk).
+    pub fn before(&mut self, change: &Change) -> Result<(), i32> {
+        self.record(change).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+    }
+
+    fn rel(&mut self, p: &Path) -> Option<PathBuf> {
+        let rel = p.strip_prefix(&self.root).ok()?.to_path_buf();
+        self.keep.keeps(&rel).then_some(rel)
+    }
+
+    fn record(&mut self, change: &Change) -> std::io::Result<()> {
+        match change {
+            Change::Write { path, .. } => {
+                self.unlink_kept(path)?;
+                let Some(rel) = self.rel(path) else { return Ok(()) };
+                if self.seen.contains(&rel) {
+                    return Ok(());
+                }
+                match std::fs::symlink_metadata(path) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.add(rel, Pre::Absent, None),
+                    Ok(m) if m.is_file() => self.add(rel, Pre::File { mode: m.mode() & 0o7777 }, Some((path, false))),
+                    // Opening a directory or a FIFO for writing changes nothing kept on disk.
+                    _ => Ok(()),
+                }
+            }
+            Change::Remove { path } => self.replaced(path),
+            Change::Make { path } => {
+                let Some(rel) = self.rel(path) else { return Ok(()) };
+                if self.seen.contains(&rel) || std::fs::symlink_metadata(path).is_ok() {
+                    return Ok(());
+                }
+                self.add(rel, Pre::Absent, None)
+            }
+            Change::Mode { path } => {
+                let Some(rel) = self.rel(path) else { return Ok(()) };
+                if self.seen.contains(&rel) {
+                    return Ok(());
+                }
+                match std::fs::symlink_metadata(path) {
+                    Ok(m) => self.add(rel, Pre::Mode { mode: m.mode() & 0o7777 }, None),
+                    Err(_) => Ok(()),
+                }
+            }
+            Change::Rename { from, to, exchange: true } => {
+                let (Some(a), Some(b)) = (self.rel(from), self.rel(to)) else {
+                    // One side outside what is kept: each side as a replacement.
+                    self.replaced(to)?;
+                    return self.replaced(from);
+                };
+                let with = crate::Bytes::from_path(&b);
+                self.add(a, Pre::Swapped { with }, None)?;
+                self.seen.clear();
+                Ok(())
+            }
+            Change::Rename { from, to, exchange: false } => {
+                self.replaced(to)?;
+                let is_dir = std::fs::symlink_metadata(from).is_ok_and(|m| m.is_dir());
+                if !is_dir {
+                    return self.replaced(from);
+                }
+                let Some(rel) = self.rel(from) else { return Ok(()) };
+                let dest = to.strip_prefix(&self.root).map(Path::to_path_buf).unwrap_or_else(|_| to.clone());
+                self.add(rel, Pre::Moved { to: crate::Bytes::from_path(&dest) }, None)?;
+                self.seen.clear();
+                Ok(())
+            }
+        }
+    }
+
+    /// `path`'s name is about to go (removed, or replaced by a rename): its inode is kept
+    /// by a hard link, nothing copied.
+    fn replaced(&mut self, path: &Path) -> std::io::Result<()> {
+        let Some(rel) = self.rel(path) else { return Ok(()) };
+        if self.seen.contains(&rel) {
+            return Ok(());
+        }
+        let m = match std::fs::symlink_metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return self.add(rel, Pre::Absent, None),
+            Err(e) => return Err(e),
+        };
+        let ft = m.file_type();
+        if ft.is_file() {
+            self.add(rel, Pre::File { mode: m.mode() & 0o7777 }, Some((path, true)))
+        } else if ft.is_symlink() {
+            let target = std::fs::read_link(path)?;
+            self.add(rel, Pre::Link { target: crate::Bytes::from_path(&target) }, None)
+        } else if ft.is_dir() {
+            self.add(rel, Pre::Dir { mode: m.mode() & 0o7777 }, None)
+        } else {
+            use std::os::unix::fs::FileTypeExt;
+            if ft.is_fifo() { self.add(rel, Pre::Fifo { mode: m.mode() & 0o7777 }, None) } else { Ok(()) }
+        }
+    }
+
+    /// A file about to be written in place whose inode a kept hard link shares: the kept
+    /// link becomes a copy of its own first.
+    fn unlink_kept(&mut self, path: &Path) -> std::io::Result<()> {
+        if self.linked.is_empty() {
+            return Ok(());
+        }
+        let Ok(m) = std::fs::metadata(path) else { return Ok(()) };
+        let key = (m.dev(), m.ino());
+        let (shared, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.linked).into_iter().partition(|(k, _)| *k == key);
+        self.linked = rest;
+        for (_, kept) in shared {
+            let tmp = kept.with_extension("copy");
+            copy_file(&kept, &tmp)?;
+            std::fs::rename(&tmp, &kept)?;
+        }
+        Ok(())
+    }
+
+    fn add(&mut self, rel: PathBuf, pre: Pre, bytes: Option<(&Path, bool)>) -> std::io::Result<()> {
+        let n = self.n;
+        self.open()?;
+        if let Some((src, link)) = bytes {
+            let kept = self.run_dir.join("kept").join(n.to_string());
+            let linked = link && std::fs::hard_link(src, &kept).is_ok();
+            if linked {
+                let m = std::fs::symlink_metadata(&kept)?;
+                self.linked.push(((m.dev(), m.ino()), kept));
+            } else if let Err(e) = copy_file(src, &kept) {
+                let _ = std::fs::remove_file(&kept);
+                return Err(e);
+            }
+        }
+        let entry = Entry { n, t: now_ns(), path: crate::Bytes::from_path(&rel), pre };
+        let mut line = serde_json::to_vec(&entry).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        self.file.as_mut().expect("opened above").write_all(&line)?;
+        self.n += 1;
+        self.seen.insert(rel.clone());
+        self.changed.push(rel);
+        Ok(())
+    }
+
+    /// Make the record now, changes or not.
+    pub(crate) fn touch(&mut self) -> std::io::Result<()> {
+        self.open()
+    }
+
+    /// The record, made at the first change.
+    fn open(&mut self) -> std::io::Result<()> {
+        if self.file.is_some() {
+            return Ok(());
+        }
+        std::fs::create_dir_all(self.run_dir.join("kept"))?;
+        let meta = serde_json::to_vec_pretty(&self.meta).map_err(std::io::Error::other)?;
+        std::fs::write(self.run_dir.join("meta.json"), meta)?;
+        let f = OpenOptions::new().create_new(true).append(true).mode(0o600).open(self.run_dir.join("journal"))?;
+        self.file = Some(f);
+        Ok(())
+    }
+
+    /// The run has ended with `exit` (`None`: it did not start). Returns how many changes
+    /// were written down.
+    pub fn finish(mut self, exit: Option<i32>) -> Result<usize, Error> {
+        if self.file.is_none() {
+            return Ok(0);
+        }
+        if let Some(f) = self.file.take() {
+            f.sync_data().map_err(|e| Error::io(Kind::Store, &self.run_dir, e))?;
+        }
+        let end = serde_json::json!({"ended_ns": now_ns().to_string(), "exit": exit, "changes": self.n});
+        std::fs::write(self.run_dir.join("end.json"), end.to_string()).map_err(|e| Error::io(Kind::Store, &self.run_dir, e))?;
+        Ok(self.n as usize)
+    }
+}
+
+/// Copy `src` to the new file `dst`: bytes, permission bits and modification time.
+pub(crate) fn copy_file(src: &Path, dst: &Path) -> std::io::Result<()> {
+    let mut from = File::open(src)?;
+    let m = from.metadata()?;
+    let mut to = OpenOptions::new().write(true).create_new(true).mode(0o600).open(dst)?;
+    std::io::copy(&mut from, &mut to)?;
+    to.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o7777))?;
+    to.set_modified(m.modified()?)?;
+    Ok(())
+}

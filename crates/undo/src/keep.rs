@@ -1,0 +1,169 @@
+//! Which changed paths a run keeps: everything in the project but git's own directories and
+//! what lies inside a directory git ignores (`target/`, `node_modules/`: build output, big and
+//! made again by the build). A file git ignores by its own name (`.env`, `local.db`) is
+//! kept, and so is a tracked file wherever it is.
+//!
+//! Ignore rules are read as git reads them — each `.gitignore` from the project root down,
+//! `.git/info/exclude` and the user's `core.excludesFile` — through ripgrep's `ignore` crate,
+//! and only when a change is first seen: a run that changes nothing reads none of them.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Component, Path, PathBuf};
+
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::Match;
+
+/// What a journal keeps.
+#[derive(Debug)]
+pub(crate) enum Keep {
+    /// Everything beneath the root but git's directories (an undo keeps all it replaces).
+    All,
+    /// As git sees the project (see the module's header).
+    Git(Box<GitView>),
+}
+
+#[derive(Debug)]
+pub(crate) struct GitView {
+    root: PathBuf,
+    git_dir: PathBuf,
+    /// The ignore rules of each directory read so far (`None`: it has no `.gitignore`).
+    rules: HashMap<PathBuf, Option<Gitignore>>,
+    /// `.git/info/exclude` and the user's excludes file, below every `.gitignore`.
+    base: Option<Vec<Gitignore>>,
+    /// The index's paths, read when a path inside an ignored directory is first met.
+    tracked: Option<HashSet<Vec<u8>>>,
+}
+
+impl Keep {
+    pub(crate) fn git(root: &Path, git_dir: &Path) -> Keep {
+        Keep::Git(Box::new(GitView { root: root.to_path_buf(), git_dir: git_dir.to_path_buf(), rules: HashMap::new(), base: None, tracked: None }))
+    }
+
+    /// Whether a change to `rel` (relative to the project root) is kept.
+    pub(crate) fn keeps(&mut self, rel: &Path) -> bool {
+        if rel.as_os_str().is_empty() || rel.components().any(|c| matches!(c, Component::Normal(n) if n == ".git") || !matches!(c, Component::Normal(_))) {
+            return false;
+        }
+        match self {
+            Keep::All => true,
+            Keep::Git(v) => !v.in_ignored_dir(rel) || v.is_tracked(rel),
+        }
+    }
+}
+
+impl GitView {
+    /// Whether a directory above `rel` (not `rel` itself) is ignored.
+    fn in_ignored_dir(&mut self, rel: &Path) -> bool {
+        let parts: Vec<&std::ffi::OsStr> = rel.iter().collect();
+        let mut dir = PathBuf::new();
+        // Each directory above `rel`, from the top: the first that is ignored hides the rest
+        // (git does not look inside an ignored directory, so no rule below it can re-include).
+        for part in &parts[..parts.len().saturating_sub(1)] {
+            let parent = dir.clone();
+            dir.push(part);
+            if self.ignored(&parent, &dir, true) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether `path` (relative, in directory `parent`) is ignored: the deepest rules that say
+    /// anything decide; then `info/exclude`, then the user's file.
+    fn ignored(&mut self, parent: &Path, path: &Path, is_dir: bool) -> bool {
+        let abs = self.root.join(path);
+        let mut d = Some(parent.to_path_buf());
+        while let Some(cur) = d {
+            if let Some(g) = self.rules_of(&cur) {
+                match g.matched(&abs, is_dir) {
+                    Match::Ignore(_) => return true,
+                    Match::Whitelist(_) => return false,
+                    Match::None => {}
+                }
+            }
+            d = cur.parent().map(Path::to_path_buf);
+        }
+        for g in self.base() {
+            match g.matched(&abs, is_dir) {
+                Match::Ignore(_) => return true,
+                Match::Whitelist(_) => return false,
+                Match::None => {}
+            }
+        }
+        false
+    }
+
+    fn rules_of(&mut self, dir: &Path) -> Option<&Gitignore> {
+        let root = &self.root;
+        self.rules
+            .entry(dir.to_path_buf())
+            .or_insert_with(|| {
+                let file = root.join(dir).join(".gitignore");
+                if !file.is_file() {
+                    return None;
+                }
+                let mut b = GitignoreBuilder::new(root.join(dir));
+                // A line that does not parse is skipped, as git skips it.
+                let _ = b.add(&file);
+                b.build().ok()
+            })
+            .as_ref()
+    }
+
+    fn base(&mut self) -> &[Gitignore] {
+        let (root, git_dir) = (&self.root, &self.git_dir);
+        self.base.get_or_insert_with(|| {
+            let mut out = Vec::new();
+            let mut b = GitignoreBuilder::new(root);
+            let _ = b.add(git_dir.join("info").join("exclude"));
+            out.extend(b.build().ok());
+            let (global, _) = Gitignore::global();
+            out.push(global);
+            out
+        })
+    }
+
+    fn is_tracked(&mut self, rel: &Path) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let git_dir = &self.git_dir;
+        let tracked = self.tracked.get_or_insert_with(|| {
+            let Ok(bytes) = std::fs::read(git_dir.join("index")) else { return HashSet::new() };
+            let sha256 = std::fs::read(git_dir.join("config")).is_ok_and(|c| crate::index::sha256_repo(&c));
+            crate::index::entries(&bytes, if sha256 { 32 } else { 20 }).into_iter().map(|(_, p)| p).collect()
+        });
+        tracked.contains(rel.as_os_str().as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ignored_directories_are_left_out_and_ignored_files_kept() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        std::fs::create_dir_all(root.join(".git/info")).unwrap();
+        std::fs::write(root.join(".gitignore"), "target/\n*.log\nbuild\n!build/keep.txt\n").unwrap();
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/.gitignore"), "gen/\n").unwrap();
+        std::fs::write(root.join(".git/info/exclude"), "scratch/\n").unwrap();
+        let mut k = Keep::git(root, &root.join(".git"));
+        for (p, kept) in [
+            ("src/main.rs", true),
+            ("target/debug/app", false),
+            ("a/target/x", false),
+            ("debug.log", true),
+            (".env", true),
+            ("build/keep.txt", false),
+            ("sub/gen/x.rs", false),
+            ("gen/x.rs", true),
+            ("scratch/a", false),
+            (".git/config", false),
+            ("sub/.git/HEAD", false),
+            ("../outside", false),
+        ] {
+            assert_eq!(k.keeps(Path::new(p)), kept, "{p}");
+        }
+    }
+}

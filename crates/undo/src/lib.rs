@@ -1,0 +1,308 @@
+//! Undo for what sandboxed commands did to a project.
+//!
+//! Before each change a sandboxed command makes beneath the project (the sandbox reports it
+//! and holds the command's call until it is answered: `pinfold_sandbox::Change`), the run's
+//! [`Journal`] writes down what the path held and keeps its bytes. [`Store::undo`] puts the
+//! paths of the most recent runs back as they were; what it replaces is kept the same way, in
+//! a record of its own, so an undo can be undone ([`Store::redo`]). The cost follows what a
+//! command changes: a command that changes nothing costs no work per file of the project.
+//!
+//! The store lives in the repository's git directory (`.git/pinfold-undo`): on the project's
+//! file system, so a removed or replaced file is kept by a hard link rather than a copy, and
+//! out of the working tree, so `git status` does not show it. A project that is not a git
+//! repository has no undo ([`Store::locate`] says why). The design and its limits:
+//! `docs/design/undo.md`.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub mod index;
+mod journal;
+mod keep;
+mod restore;
+#[allow(unsafe_code)]
+mod sys;
+
+pub use journal::{Entry, Journal, Pre};
+pub use restore::{Outcome, Restored};
+
+/// The store's directory name inside the git directory.
+pub const STORE_NAME: &str = "pinfold-undo";
+
+/// Records kept: older ones are removed when a new one is made.
+pub const KEEP_RUNS: usize = 100;
+
+/// A path as bytes (paths need not be UTF-8): a string when it is UTF-8, else its bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Bytes {
+    Text(String),
+    Raw(Vec<u8>),
+}
+
+impl Bytes {
+    pub fn from_path(p: &Path) -> Bytes {
+        match p.to_str() {
+            Some(s) => Bytes::Text(s.to_string()),
+            None => Bytes::Raw(p.as_os_str().as_bytes().to_vec()),
+        }
+    }
+
+    pub fn to_path(&self) -> PathBuf {
+        match self {
+            Bytes::Text(s) => PathBuf::from(s),
+            Bytes::Raw(b) => PathBuf::from(std::ffi::OsStr::from_bytes(b)),
+        }
+    }
+}
+
+/// What a record is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordKind {
+    /// A sandboxed command.
+    Exec,
+    /// `pinfold undo` (or its redo): what it replaced.
+    Undo,
+}
+
+/// A record's `meta.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Meta {
+    pub id: String,
+    pub kind: RecordKind,
+    /// The command as run (for an undo: what it undid).
+    pub command: String,
+    pub cwd: String,
+    /// When it started, ns since the epoch (a string: JSON numbers lose precision).
+    pub started_ns: String,
+    pub pid: u32,
+    /// For an undo: the records it put back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub undoes: Vec<String>,
+}
+
+/// Why the store could not do what was asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// No undo here (not a git repository).
+    Unavailable,
+    /// A sandboxed command is running in the project.
+    Busy,
+    /// Nothing to undo (or redo).
+    Nothing,
+    /// The store could not be read or written.
+    Store,
+}
+
+/// An error, with what to do about it.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Error {
+    pub kind: Kind,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl Error {
+    fn new(kind: Kind, message: impl Into<String>, hint: Option<&str>) -> Error {
+        Error { kind, message: message.into(), hint: hint.map(str::to_string) }
+    }
+
+    fn io(kind: Kind, path: &Path, e: std::io::Error) -> Error {
+        let hint = match e.raw_os_error() {
+            Some(libc::ENOSPC) => Some("free some space on the project's file system"),
+            _ => None,
+        };
+        Error::new(kind, format!("{}: {e}", path.display()), hint)
+    }
+}
+
+pub(crate) fn now_ns() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+}
+
+/// The undo store of one project.
+#[derive(Debug, Clone)]
+pub struct Store {
+    /// The project's root (the working tree).
+    pub root: PathBuf,
+    /// The working tree's own git directory.
+    pub git_dir: PathBuf,
+    /// `git_dir/pinfold-undo`.
+    pub dir: PathBuf,
+}
+
+impl Store {
+    /// The store of the project at `root` (canonical): its `.git` directory, or the one a
+    /// `.git` file names (a linked worktree, a submodule). `Err` says why there is none.
+    pub fn locate(root: &Path) -> Result<Store, Error> {
+        let dotgit = root.join(".git");
+        let git_dir = match std::fs::symlink_metadata(&dotgit) {
+            Ok(m) if m.is_dir() => dotgit,
+            Ok(m) if m.is_file() => {
+                let text = std::fs::read_to_string(&dotgit).unwrap_or_default();
+                let Some(target) = text.lines().next().and_then(|l| l.strip_prefix("gitdir:")) else {
+                    return Err(Error::new(Kind::Unavailable, format!("{} names no git directory", dotgit.display()), None));
+                };
+                let p = PathBuf::from(target.trim());
+                if p.is_absolute() { p } else { root.join(p) }
+            }
+            _ => {
+                return Err(Error::new(
+                    Kind::Unavailable,
+                    format!("{} is not a git repository: pinfold keeps undo records in the git directory", root.display()),
+                    Some("run `git init` in the project to have undo"),
+                ))
+            }
+        };
+        let dir = git_dir.join(STORE_NAME);
+        Ok(Store { root: root.to_path_buf(), git_dir, dir })
+    }
+
+    fn runs(&self) -> PathBuf {
+        self.dir.join("runs")
+    }
+
+    /// Make the store (if it is not there yet), closed to other users.
+    pub fn prepare(&self) -> Result<(), Error> {
+        use std::os::unix::fs::DirBuilderExt;
+        match std::fs::DirBuilder::new().mode(0o700).create(&self.dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(Error::io(Kind::Store, &self.dir, e)),
+        }
+        Ok(())
+    }
+
+    fn lock(&self, exclusive: bool) -> Result<File, Error> {
+        self.prepare()?;
+        let path = self.dir.join("lock");
+        let f = OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&path).map_err(|e| Error::io(Kind::Store, &path, e))?;
+        let op = if exclusive { libc::LOCK_EX | libc::LOCK_NB } else { libc::LOCK_SH };
+        if let Err(e) = sys::flock(&f, op) {
+            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                return Err(Error::new(Kind::Busy, "a sandboxed command is running in this project", Some("wait for it to end (or stop it), then undo")));
+            }
+            return Err(Error::io(Kind::Store, &path, e));
+        }
+        Ok(f)
+    }
+
+    /// The journal of a run about to start: `command` run in `cwd`. Holds the store's lock
+    /// shared until it is finished (an undo refuses meanwhile). Nothing is written until the
+    /// first change.
+    pub fn begin(&self, command: &str, cwd: &Path) -> Result<Journal, Error> {
+        let lock = self.lock(false)?;
+        let meta = self.meta(RecordKind::Exec, command, cwd, Vec::new());
+        let run_dir = self.runs().join(&meta.id);
+        Ok(Journal::new(self.root.clone(), run_dir, meta, keep::Keep::git(&self.root, &self.git_dir), Some(lock)))
+    }
+
+    fn meta(&self, kind: RecordKind, command: &str, cwd: &Path, undoes: Vec<String>) -> Meta {
+        let started = now_ns();
+        let pid = std::process::id();
+        // Sorts by time; the pid and a counter keep ids of one instant apart.
+        static COUNT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let c = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Meta {
+            id: format!("{started:020}-{pid}-{c}"),
+            kind,
+            command: command.to_string(),
+            cwd: cwd.display().to_string(),
+            started_ns: started.to_string(),
+            pid,
+            undoes,
+        }
+    }
+
+    /// Remove the oldest records beyond [`KEEP_RUNS`].
+    pub fn prune(&self) -> Result<usize, Error> {
+        let mut ids = self.ids()?;
+        if ids.len() <= KEEP_RUNS {
+            return Ok(0);
+        }
+        let excess = ids.len() - KEEP_RUNS;
+        ids.truncate(excess);
+        for id in &ids {
+            let _ = std::fs::remove_dir_all(self.runs().join(id));
+        }
+        Ok(excess)
+    }
+
+    /// Every record's id, oldest first.
+    fn ids(&self) -> Result<Vec<String>, Error> {
+        let mut ids = Vec::new();
+        match std::fs::read_dir(self.runs()) {
+            Ok(rd) => {
+                for e in rd.flatten() {
+                    if let Some(n) = e.file_name().to_str() {
+                        ids.push(n.to_string());
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(Kind::Store, &self.runs(), e)),
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// Every record, oldest first.
+    pub fn list(&self) -> Result<Vec<Record>, Error> {
+        let mut out = Vec::new();
+        for id in self.ids()? {
+            if let Some(r) = self.record(&id) {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
+    fn record(&self, id: &str) -> Option<Record> {
+        let dir = self.runs().join(id);
+        let meta: Meta = serde_json::from_slice(&std::fs::read(dir.join("meta.json")).ok()?).ok()?;
+        let text = std::fs::read(dir.join("journal")).unwrap_or_default();
+        // A line cut short (the run killed while writing it) ends the journal.
+        let entries: Vec<Entry> = text.split(|b| *b == b'\n').map_while(|l| serde_json::from_slice(l).ok()).collect();
+        let end: Option<serde_json::Value> = std::fs::read(dir.join("end.json")).ok().and_then(|b| serde_json::from_slice(&b).ok());
+        let undone = std::fs::read_to_string(dir.join("undone")).ok().map(|s| s.trim().to_string());
+        Some(Record { meta, entries, ended: end.is_some(), exit: end.and_then(|e| e["exit"].as_i64()).map(|c| c as i32), undone, dir })
+    }
+}
+
+/// One record, read back.
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub meta: Meta,
+    pub entries: Vec<Entry>,
+    /// The run's end was written (false: killed mid-way, or still running).
+    pub ended: bool,
+    pub exit: Option<i32>,
+    /// The id of the undo that put it back.
+    pub undone: Option<String>,
+    pub dir: PathBuf,
+}
+
+impl Record {
+    /// The paths it changed, each once, in order.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        for e in &self.entries {
+            let p = e.path.to_path();
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    /// Started, in seconds since the epoch.
+    pub fn started_s(&self) -> u64 {
+        self.meta.started_ns.parse::<u128>().map(|n| (n / 1_000_000_000) as u64).unwrap_or(0)
+    }
+}

@@ -1,0 +1,184 @@
+//! The journal and the restore, driven directly: each change is written down with
+//! `Journal::before` and then made, as the sandbox does it for a command; undo, redo and undo
+//! again must each leave the tree exactly as it was at that point.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use pinfold_sandbox::Change;
+use pinfold_undo::{Kind, Store};
+
+/// Every path beneath `root` (but `.git`) with what it is: file bytes, link text, dir, mode.
+fn tree(root: &Path) -> BTreeMap<PathBuf, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_path_buf();
+            if rel.starts_with(".git") {
+                continue;
+            }
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let mode = m.permissions().mode() & 0o7777;
+            let v = if m.file_type().is_symlink() {
+                format!("link {}", std::fs::read_link(&p).unwrap().display())
+            } else if m.is_dir() {
+                stack.push(p.clone());
+                format!("dir {mode:o}")
+            } else {
+                format!("file {mode:o} {}", String::from_utf8_lossy(&std::fs::read(&p).unwrap()))
+            };
+            out.insert(rel, v);
+        }
+    }
+    out
+}
+
+fn project() -> (tempfile::TempDir, Store) {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().canonicalize().unwrap();
+    std::fs::create_dir(root.join(".git")).unwrap();
+    std::fs::write(root.join(".gitignore"), "target/\n").unwrap();
+    std::fs::create_dir_all(root.join("src/deep")).unwrap();
+    std::fs::write(root.join("src/a.rs"), "fn a() {}").unwrap();
+    std::fs::write(root.join("src/deep/b.rs"), "fn b() {}").unwrap();
+    std::fs::write(root.join("notes.txt"), "keep me").unwrap();
+    std::fs::write(root.join("run.sh"), "echo hi").unwrap();
+    std::os::unix::fs::symlink("src/a.rs", root.join("link")).unwrap();
+    let store = Store::locate(&root).unwrap();
+    (t, store)
+}
+
+#[test]
+fn undo_puts_back_every_kind_of_change_and_redo_takes_it_back() {
+    let (_t, store) = project();
+    let root = store.root.clone();
+    let before = tree(&root);
+    let mut j = store.begin("a command that does everything", &root).unwrap();
+    let mut go = |c: Change| j.before(&c).unwrap();
+    // rm -rf src
+    go(Change::Remove { path: root.join("src/deep/b.rs") });
+    std::fs::remove_file(root.join("src/deep/b.rs")).unwrap();
+    go(Change::Remove { path: root.join("src/deep") });
+    std::fs::remove_dir(root.join("src/deep")).unwrap();
+    // echo > notes.txt, then again (only the first state is kept)
+    go(Change::Write { path: root.join("notes.txt"), truncate: true });
+    std::fs::write(root.join("notes.txt"), "overwritten").unwrap();
+    go(Change::Write { path: root.join("notes.txt"), truncate: true });
+    std::fs::write(root.join("notes.txt"), "overwritten twice").unwrap();
+    // chmod +x run.sh
+    go(Change::Mode { path: root.join("run.sh") });
+    std::fs::set_permissions(root.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // mv src/a.rs src/c.rs, then the moved file written in place
+    go(Change::Rename { from: root.join("src/a.rs"), to: root.join("src/c.rs"), exchange: false });
+    std::fs::rename(root.join("src/a.rs"), root.join("src/c.rs")).unwrap();
+    go(Change::Write { path: root.join("src/c.rs"), truncate: false });
+    std::fs::write(root.join("src/c.rs"), "changed in place").unwrap();
+    // mv src lib (a directory)
+    go(Change::Rename { from: root.join("src"), to: root.join("lib"), exchange: false });
+    std::fs::rename(root.join("src"), root.join("lib")).unwrap();
+    // new files and a new directory; a link replaced
+    go(Change::Make { path: root.join("new") });
+    std::fs::create_dir(root.join("new")).unwrap();
+    go(Change::Write { path: root.join("new/x"), truncate: true });
+    std::fs::write(root.join("new/x"), "x").unwrap();
+    go(Change::Remove { path: root.join("link") });
+    std::fs::remove_file(root.join("link")).unwrap();
+    // in an ignored directory: not kept, and not touched by the undo
+    std::fs::create_dir(root.join("target")).unwrap();
+    go(Change::Write { path: root.join("target/out"), truncate: true });
+    std::fs::write(root.join("target/out"), "build").unwrap();
+    assert_eq!(j.finish(Some(0)).unwrap(), 11);
+    let after = tree(&root);
+    assert_ne!(before, after);
+
+    let undone = store.undo(1, &root).unwrap();
+    let mut now = tree(&root);
+    assert_eq!(now.remove(Path::new("target/out")).as_deref(), Some("file 644 build"));
+    assert_eq!(now.remove(Path::new("target")).map(|s| s.starts_with("dir")), Some(true));
+    assert_eq!(now, before, "the undo restored: {:?}", undone.restored);
+    assert!(undone.left.is_empty(), "{:?}", undone.left);
+    assert_eq!(undone.undone.len(), 1);
+
+    // Nothing left to undo.
+    assert_eq!(store.undo(1, &root).unwrap_err().kind, Kind::Nothing);
+    // The undo is undone: the command's result is back.
+    store.redo(&root).unwrap();
+    assert_eq!(tree(&root), after);
+    // And the command can be undone again.
+    store.undo(1, &root).unwrap();
+    let mut again = tree(&root);
+    again.remove(Path::new("target/out"));
+    again.remove(Path::new("target"));
+    assert_eq!(again, before);
+}
+
+#[test]
+fn what_a_person_changed_since_is_kept_by_the_undo() {
+    let (_t, store) = project();
+    let root = store.root.clone();
+    let mut j = store.begin("echo x > notes.txt", &root).unwrap();
+    j.before(&Change::Write { path: root.join("notes.txt"), truncate: true }).unwrap();
+    std::fs::write(root.join("notes.txt"), "by the command").unwrap();
+    j.finish(Some(0)).unwrap();
+    // A person edits the file afterwards, outside any sandbox.
+    std::fs::write(root.join("notes.txt"), "by a person").unwrap();
+    store.undo(1, &root).unwrap();
+    assert_eq!(std::fs::read_to_string(root.join("notes.txt")).unwrap(), "keep me");
+    // The person's edit is not lost: the redo brings it back.
+    store.redo(&root).unwrap();
+    assert_eq!(std::fs::read_to_string(root.join("notes.txt")).unwrap(), "by a person");
+}
+
+#[test]
+fn a_run_that_changes_nothing_leaves_no_record() {
+    let (_t, store) = project();
+    let root = store.root.clone();
+    let j = store.begin("ls", &root).unwrap();
+    assert_eq!(j.finish(Some(0)).unwrap(), 0);
+    assert!(store.list().unwrap().is_empty());
+    assert_eq!(store.undo(1, &root).unwrap_err().kind, Kind::Nothing);
+}
+
+#[test]
+fn undo_refuses_while_a_command_runs() {
+    let (_t, store) = project();
+    let root = store.root.clone();
+    let mut j = store.begin("sleep", &root).unwrap();
+    j.before(&Change::Make { path: root.join("made") }).unwrap();
+    std::fs::write(root.join("made"), "").unwrap();
+    let err = store.undo(1, &root).unwrap_err();
+    assert_eq!(err.kind, Kind::Busy);
+    j.finish(Some(0)).unwrap();
+    store.undo(1, &root).unwrap();
+    assert!(!root.join("made").exists());
+}
+
+#[test]
+fn overlapping_runs_unwind_in_the_order_their_changes_happened() {
+    let (_t, store) = project();
+    let root = store.root.clone();
+    let p = root.join("notes.txt");
+    // Run A starts first, run B second; B writes the file first, then A.
+    let mut a = store.begin("A", &root).unwrap();
+    let mut b = store.begin("B", &root).unwrap();
+    b.before(&Change::Write { path: p.clone(), truncate: true }).unwrap();
+    std::fs::write(&p, "B").unwrap();
+    a.before(&Change::Write { path: p.clone(), truncate: true }).unwrap();
+    std::fs::write(&p, "A").unwrap();
+    a.finish(Some(0)).unwrap();
+    b.finish(Some(0)).unwrap();
+    store.undo(2, &root).unwrap();
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), "keep me");
+}
+
+#[test]
+fn not_a_git_repository_has_no_undo() {
+    let t = tempfile::tempdir().unwrap();
+    let e = Store::locate(t.path()).unwrap_err();
+    assert_eq!(e.kind, Kind::Unavailable);
+    assert!(e.message.contains("not a git repository"), "{}", e.message);
+}
