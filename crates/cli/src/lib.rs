@@ -19,6 +19,7 @@ mod errors;
 mod exec;
 mod exit;
 pub mod hook;
+mod undo;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -107,6 +108,15 @@ enum Command {
     /// load in the working directory.
     #[command(after_help = "Exit status: 0 approved, 2 usage error or a file that cannot be read.")]
     Trust(TrustArgs),
+    /// Put back what the most recent sandboxed command changed in the project.
+    ///
+    /// Before each change a sandboxed command makes in a git project, pinfold keeps what the
+    /// path held (files git ignores inside ignored directories, such as `target/`, are left
+    /// out). `pinfold undo` puts the paths the last command changed back as they were and
+    /// says what it did; `pinfold undo N` goes back N commands; `--list` shows them. What an
+    /// undo replaces is kept too: `--redo` takes the undo back. See docs/undo.md.
+    #[command(after_help = "Exit status: 0 done (or listed), 1 nothing to undo, 2 no undo here (not a git repository), a command still running, or the store or ledger could not be used.")]
+    Undo(undo::UndoArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -228,6 +238,7 @@ fn run(command: Command, dirs: &Dirs) -> Result<i32, Error> {
         Command::Init(args) => hook::init::run(args, dirs),
         Command::Import(args) => hook::import::run(args),
         Command::Audit(args) => audit::run(args, dirs),
+        Command::Undo(args) => undo::run(args, dirs),
         Command::Trust(args) => {
             let files = if args.files.is_empty() {
                 let cwd = std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?;

@@ -94,6 +94,9 @@ pub struct Sandbox {
     pub guard: GitGuard,
     /// The control files kept read-only, and those watched (crate::control).
     pub control: control::Guard,
+    /// Where the run's changes to the project are kept for `pinfold undo`: the project is a
+    /// git repository the sandbox may write. `None`: no undo for this run.
+    pub undo: Option<pinfold_undo::Store>,
 }
 
 /// A command to run, and all it needs.
@@ -173,12 +176,12 @@ pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> R
     }
     let config = policy.config();
     let preset = preset(&judgement, cx.sandbox.as_deref(), config)?;
-    let (sp, guard, control) = sandbox_policy(&preset, cx, config, dirs);
-    record["sandbox"] = serde_json::json!({"preset": preset.name, "network": sp.network, "writable": sp.writable});
+    let (sp, guard, control, undo) = sandbox_policy(&preset, cx, config, dirs);
+    record["sandbox"] = serde_json::json!({"preset": preset.name, "network": sp.network, "writable": sp.writable, "undo": undo.is_some()});
     if sp.network == Network::Proxy {
         record["sandbox"]["hosts"] = preset.network_hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>().into();
     }
-    let sandbox = Sandbox { preset, policy: sp, guard, control };
+    let sandbox = Sandbox { preset, policy: sp, guard, control, undo };
     if cx.dry_run {
         record["dry_run"] = true.into();
         return Ok(Plan { text, judgement, hook_approved, step: Step::Show { record, argv, sandbox: Box::new(sandbox) } });
@@ -219,7 +222,12 @@ pub fn preset(judgement: &Judgement, asked: Option<&str>, config: &pinfold_polic
 
 /// The sandbox for `preset` in `cx`: every writable root, every protected and hidden path,
 /// the network and the environment; and the git guard whose protected objects it holds.
-fn sandbox_policy(preset: &SandboxPreset, cx: &Context, config: &pinfold_policy::config::Config, dirs: &Dirs) -> (SandboxPolicy, GitGuard, control::Guard) {
+fn sandbox_policy(
+    preset: &SandboxPreset,
+    cx: &Context,
+    config: &pinfold_policy::config::Config,
+    dirs: &Dirs,
+) -> (SandboxPolicy, GitGuard, control::Guard, Option<pinfold_undo::Store>) {
     let cwd = &cx.cwd;
     let mut sp = SandboxPolicy::new(cwd.clone());
     let root = &config.project_root;
@@ -256,7 +264,20 @@ fn sandbox_policy(preset: &SandboxPreset, cx: &Context, config: &pinfold_policy:
     // moved aside after the run when it creates them (control.rs).
     let control = control::Guard::before(root, cwd, dirs.home.as_deref(), dirs.xdg_config_home.as_deref(), &sp.writable, &config.control_lift);
     sp.write_deny.extend(control.protect.iter().cloned());
+    // Undo: every change the command makes beneath the project is reported before it
+    // happens and what it replaces kept (pinfold-undo), when the project is a git repository
+    // the sandbox may write. The records are neither writable nor readable inside: a command
+    // that could change them could change what an undo puts back, and they keep bytes of
+    // files a preset may hide.
+    let undo = if sp.writable.iter().any(|w| root.starts_with(w)) { pinfold_undo::Store::locate(root).ok() } else { None };
+    if let Some(store) = &undo {
+        sp.watch.push(root.clone());
+        sp.write_deny.push(store.dir.clone());
+    }
     sp.read_deny = paths(&preset.read_deny);
+    if let Some(store) = &undo {
+        sp.read_deny.push(store.dir.clone());
+    }
     sp.read_deny.extend(cx.deny_read.iter().map(|p| cwd.join(p)));
     sp.read_deny.extend(protect::engine_sockets(dirs));
     // The hook's key: a command that could read it could approve its own asks.
@@ -288,7 +309,7 @@ fn sandbox_policy(preset: &SandboxPreset, cx: &Context, config: &pinfold_policy:
     sp.keep_env = preset.env_keep.clone();
     sp.keep_env.extend(cx.keep_env.iter().cloned());
     sp.allow_degraded = cx.allow_degraded;
-    (sp, guard, control)
+    (sp, guard, control, undo)
 }
 
 /// Shell builtins and keywords: text naming one of these needs the shell. `true` and `false`

@@ -41,6 +41,13 @@ pub fn run(run: Run, recorder: Recorder, pre: Option<Prestart>, dirs: &Dirs) -> 
     let mut sp = sandbox.policy;
     let guard = sandbox.guard;
     let control = sandbox.control;
+    // Undo: the store made (so the sandbox hides an existing directory), the run's journal
+    // begun; it writes nothing until the command changes something. A run whose changes
+    // cannot be kept does not start: the policy may have allowed it because undo was there.
+    let mut journal = match &sandbox.undo {
+        Some(store) => Some(store.prepare().and_then(|()| store.begin(&text, &sp.cwd)).map_err(undo_error)?),
+        None => None,
+    };
     // The egress proxy, when the network goes through it: started (and its secrets read)
     // before the run, serving the listener the sandbox makes inside its namespace as soon as
     // it arrives.
@@ -73,19 +80,29 @@ pub fn run(run: Run, recorder: Recorder, pre: Option<Prestart>, dirs: &Dirs) -> 
     type Started = (Recorder, Result<(Option<u64>, trust::RunSpan), Error>);
     let join = |h: std::thread::JoinHandle<Started>| h.join().expect("the recording thread does not panic");
     let mut start: Option<Started> = None;
-    let result = sp.run_proxied(
+    let mut keep = |c: &pinfold_sandbox::Change| journal.as_mut().map_or(Ok(()), |j| j.before(c));
+    let result = sp.run_with(
         &argv,
         pre,
-        &mut || {
-            let s = start.insert(join(pending.take().expect("released once")));
-            s.1.as_ref().map(drop).map_err(|e| Box::new(e.clone()) as Box<dyn std::error::Error + Send + Sync>)
-        },
-        &mut |listener| {
-            if let Some(e) = &egress {
-                e.serve(listener);
-            }
+        pinfold_sandbox::Hooks {
+            release: &mut || {
+                let s = start.insert(join(pending.take().expect("released once")));
+                s.1.as_ref().map(drop).map_err(|e| Box::new(e.clone()) as Box<dyn std::error::Error + Send + Sync>)
+            },
+            listener: &mut |listener| {
+                if let Some(e) = &egress {
+                    e.serve(listener);
+                }
+            },
+            observer: Some(&mut keep),
         },
     );
+    // What the run changed is written down: the record closed, its size in exec_end.
+    let exit = result.as_ref().ok().map(|o| o.code);
+    let undo = journal.take().map(|j| {
+        let id = j.id().to_string();
+        (id, j.finish(exit))
+    });
     // Every connection ends with the run; each decision is in the ledger before exec_end.
     let egress_recorded = egress.map(Egress::finish);
     if let Some(h) = pending.take() {
@@ -120,6 +137,16 @@ pub fn run(run: Run, recorder: Recorder, pre: Option<Prestart>, dirs: &Dirs) -> 
     if !planted.is_empty() {
         end["planted"] = serde_json::json!(planted);
     }
+    match &undo {
+        Some((id, Ok(n))) if *n > 0 => {
+            end["undo"] = serde_json::json!({"record": id, "changes": n});
+            if let Some(store) = &sandbox.undo {
+                let _ = store.prune();
+            }
+        }
+        Some((_, Err(e))) => end["undo"] = serde_json::json!({"error": e.to_string()}),
+        _ => {}
+    }
     match &result {
         Ok(o) => {
             end["exit"] = o.code.into();
@@ -133,6 +160,14 @@ pub fn run(run: Run, recorder: Recorder, pre: Option<Prestart>, dirs: &Dirs) -> 
     let end_error = recorder.record("exec_end", end).err();
     let restored = guard.after();
     Ok(Finished { result, span_error, restored, unprotected: guard.unprotected, planted, end_error, unrecorded: None })
+}
+
+fn undo_error(e: pinfold_undo::Error) -> Error {
+    let mut out = Error::new(format!("cannot keep this run's changes for undo: {}", e.message)).kind(Kind::Setup);
+    if let Some(h) = e.hint {
+        out = out.hint(h);
+    }
+    out
 }
 
 /// The SandboxReport as recorded at the end of a run: the layers and what they granted, with

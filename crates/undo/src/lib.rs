@@ -138,13 +138,21 @@ pub struct Store {
 }
 
 impl Store {
-    /// The store of the project at `root` (canonical): its `.git` directory, or the one a
-    /// `.git` file names (a linked worktree, a submodule). `Err` says why there is none.
-    pub fn locate(root: &Path) -> Result<Store, Error> {
+    /// The store of the git working tree holding `dir` (canonical): the nearest directory at
+    /// or above it with a `.git` — a directory, or a file naming one (a linked worktree, a
+    /// submodule). `Err` says why there is none.
+    pub fn locate(dir: &Path) -> Result<Store, Error> {
+        let Some(root) = dir.ancestors().find(|d| std::fs::symlink_metadata(d.join(".git")).is_ok()) else {
+            return Err(Error::new(
+                Kind::Unavailable,
+                format!("{} is not in a git repository: pinfold keeps undo records in the git directory", dir.display()),
+                Some("run `git init` in the project to have undo"),
+            ));
+        };
         let dotgit = root.join(".git");
         let git_dir = match std::fs::symlink_metadata(&dotgit) {
             Ok(m) if m.is_dir() => dotgit,
-            Ok(m) if m.is_file() => {
+            _ => {
                 let text = std::fs::read_to_string(&dotgit).unwrap_or_default();
                 let Some(target) = text.lines().next().and_then(|l| l.strip_prefix("gitdir:")) else {
                     return Err(Error::new(Kind::Unavailable, format!("{} names no git directory", dotgit.display()), None));
@@ -152,14 +160,8 @@ impl Store {
                 let p = PathBuf::from(target.trim());
                 if p.is_absolute() { p } else { root.join(p) }
             }
-            _ => {
-                return Err(Error::new(
-                    Kind::Unavailable,
-                    format!("{} is not a git repository: pinfold keeps undo records in the git directory", root.display()),
-                    Some("run `git init` in the project to have undo"),
-                ))
-            }
         };
+        let root = root.to_path_buf();
         let dir = git_dir.join(STORE_NAME);
         Ok(Store { root: root.to_path_buf(), git_dir, dir })
     }

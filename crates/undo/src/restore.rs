@@ -117,6 +117,11 @@ impl Store {
                     match std::fs::remove_dir(&path) {
                         Ok(()) => {}
                         Err(err) if err.raw_os_error() == Some(libc::ENOTEMPTY) || err.raw_os_error() == Some(libc::EEXIST) => {
+                            // Build output in a directory git ignores (`mkdir target`) was
+                            // never kept: the directory stays, and that is no news.
+                            if !Keep::git(&self.root, &self.git_dir).keeps(&e.path.to_path().join("_")) {
+                                return Ok(None);
+                            }
                             return Err(Step::Left("a directory the command made holds files it did not make: left in place".into()));
                         }
                         Err(err) => return Err(io(err)),

@@ -180,5 +180,5 @@ fn not_a_git_repository_has_no_undo() {
     let t = tempfile::tempdir().unwrap();
     let e = Store::locate(t.path()).unwrap_err();
     assert_eq!(e.kind, Kind::Unavailable);
-    assert!(e.message.contains("not a git repository"), "{}", e.message);
+    assert!(e.message.contains("not in a git repository"), "{}", e.message);
 }
