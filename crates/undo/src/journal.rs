@@ -22,6 +22,7 @@ use pinfold_sandbox::Change;
 use serde::{Deserialize, Serialize};
 
 use crate::keep::Keep;
+use crate::tree::{At, Is, Stat, Tree};
 use crate::{now_ns, Error, Kind, Meta};
 
 /// What a path held before a change.
@@ -64,6 +65,7 @@ pub struct Entry {
 #[derive(Debug)]
 pub struct Journal {
     root: PathBuf,
+    tree: Tree,
     run_dir: PathBuf,
     meta: Meta,
     keep: Keep,
@@ -83,8 +85,8 @@ pub struct Journal {
 }
 
 impl Journal {
-    pub(crate) fn new(root: PathBuf, run_dir: PathBuf, meta: Meta, keep: Keep, lock: Option<File>) -> Journal {
-        Journal { root, run_dir, meta, keep, file: None, n: 0, seen: HashSet::new(), linked: Vec::new(), changed: Vec::new(), _lock: lock }
+    pub(crate) fn new(root: PathBuf, tree: Tree, run_dir: PathBuf, meta: Meta, keep: Keep, lock: Option<File>) -> Journal {
+        Journal { root, tree, run_dir, meta, keep, file: None, n: 0, seen: HashSet::new(), linked: Vec::new(), changed: Vec::new(), _lock: lock }
     }
 
     /// The record's id.
@@ -112,14 +114,18 @@ impl Journal {
     fn record(&mut self, change: &Change) -> std::io::Result<()> {
         match change {
             Change::Write { path, .. } => {
-                self.unlink_kept(path)?;
                 let Some(rel) = self.rel(path) else { return Ok(()) };
+                let at = self.tree.at(&rel)?;
+                let st = at.lstat()?;
+                if let Some(st) = st {
+                    self.unlink_kept(&st)?;
+                }
                 if self.seen.contains(&rel) {
                     return Ok(());
                 }
-                match std::fs::symlink_metadata(path) {
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.add(rel, Pre::Absent, None),
-                    Ok(m) if m.is_file() => self.add(rel, Pre::File { mode: m.mode() & 0o7777 }, Some((path, false))),
+                match st {
+                    None => self.add(rel, Pre::Absent, None),
+                    Some(st) if st.is == Is::File => self.add(rel, Pre::File { mode: st.mode }, Some((&at, false))),
                     // Opening a directory or a FIFO for writing changes nothing kept on disk.
                     _ => Ok(()),
                 }
@@ -127,7 +133,7 @@ impl Journal {
             Change::Remove { path } => self.replaced(path),
             Change::Make { path } => {
                 let Some(rel) = self.rel(path) else { return Ok(()) };
-                if self.seen.contains(&rel) || std::fs::symlink_metadata(path).is_ok() {
+                if self.seen.contains(&rel) || self.tree.lstat(&rel)?.is_some() {
                     return Ok(());
                 }
                 self.add(rel, Pre::Absent, None)
@@ -137,9 +143,9 @@ impl Journal {
                 if self.seen.contains(&rel) {
                     return Ok(());
                 }
-                match std::fs::symlink_metadata(path) {
-                    Ok(m) => self.add(rel, Pre::Mode { mode: m.mode() & 0o7777 }, None),
-                    Err(_) => Ok(()),
+                match self.tree.lstat(&rel)? {
+                    Some(st) => self.add(rel, Pre::Mode { mode: st.mode }, None),
+                    None => Ok(()),
                 }
             }
             Change::Rename { from, to, exchange: true } => {
@@ -155,11 +161,13 @@ impl Journal {
             }
             Change::Rename { from, to, exchange: false } => {
                 self.replaced(to)?;
-                let is_dir = std::fs::symlink_metadata(from).is_ok_and(|m| m.is_dir());
+                let Some(rel) = self.rel(from) else { return Ok(()) };
+                let is_dir = self.tree.lstat(&rel)?.is_some_and(|st| st.is == Is::Dir);
                 if !is_dir {
                     return self.replaced(from);
                 }
-                let Some(rel) = self.rel(from) else { return Ok(()) };
+                // A directory moves with everything in it; a move out of the project is put
+                // back only from where it went, which a later undo checks.
                 let dest = to.strip_prefix(&self.root).map(Path::to_path_buf).unwrap_or_else(|_| to.clone());
                 self.add(rel, Pre::Moved { to: crate::Bytes::from_path(&dest) }, None)?;
                 self.seen.clear();
@@ -175,53 +183,47 @@ impl Journal {
         if self.seen.contains(&rel) {
             return Ok(());
         }
-        let m = match std::fs::symlink_metadata(path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return self.add(rel, Pre::Absent, None),
-            Err(e) => return Err(e),
-        };
-        let ft = m.file_type();
-        if ft.is_file() {
-            self.add(rel, Pre::File { mode: m.mode() & 0o7777 }, Some((path, true)))
-        } else if ft.is_symlink() {
-            let target = std::fs::read_link(path)?;
-            self.add(rel, Pre::Link { target: crate::Bytes::from_path(&target) }, None)
-        } else if ft.is_dir() {
-            self.add(rel, Pre::Dir { mode: m.mode() & 0o7777 }, None)
-        } else {
-            use std::os::unix::fs::FileTypeExt;
-            if ft.is_fifo() { self.add(rel, Pre::Fifo { mode: m.mode() & 0o7777 }, None) } else { Ok(()) }
+        let at = self.tree.at(&rel)?;
+        let Some(st) = at.lstat()? else { return self.add(rel, Pre::Absent, None) };
+        match st.is {
+            Is::File => self.add(rel, Pre::File { mode: st.mode }, Some((&at, true))),
+            Is::Link => {
+                let target = at.read_link()?;
+                self.add(rel, Pre::Link { target: crate::Bytes::from_path(&target) }, None)
+            }
+            Is::Dir => self.add(rel, Pre::Dir { mode: st.mode }, None),
+            Is::Fifo => self.add(rel, Pre::Fifo { mode: st.mode }, None),
+            Is::Other => Ok(()),
         }
     }
 
     /// A file about to be written in place whose inode a kept hard link shares: the kept
     /// link becomes a copy of its own first.
-    fn unlink_kept(&mut self, path: &Path) -> std::io::Result<()> {
+    fn unlink_kept(&mut self, st: &Stat) -> std::io::Result<()> {
         if self.linked.is_empty() {
             return Ok(());
         }
-        let Ok(m) = std::fs::metadata(path) else { return Ok(()) };
-        let key = (m.dev(), m.ino());
+        let key = (st.dev, st.ino);
         let (shared, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.linked).into_iter().partition(|(k, _)| *k == key);
         self.linked = rest;
         for (_, kept) in shared {
             let tmp = kept.with_extension("copy");
-            copy_file(&kept, &tmp)?;
+            copy_into(&mut File::open(&kept)?, &tmp)?;
             std::fs::rename(&tmp, &kept)?;
         }
         Ok(())
     }
 
-    fn add(&mut self, rel: PathBuf, pre: Pre, bytes: Option<(&Path, bool)>) -> std::io::Result<()> {
+    fn add(&mut self, rel: PathBuf, pre: Pre, bytes: Option<(&At, bool)>) -> std::io::Result<()> {
         let n = self.n;
         self.open()?;
-        if let Some((src, link)) = bytes {
+        if let Some((at, link)) = bytes {
             let kept = self.run_dir.join("kept").join(n.to_string());
-            let linked = link && std::fs::hard_link(src, &kept).is_ok();
+            let linked = link && at.link_to(&kept).is_ok();
             if linked {
                 let m = std::fs::symlink_metadata(&kept)?;
                 self.linked.push(((m.dev(), m.ino()), kept));
-            } else if let Err(e) = copy_file(src, &kept) {
+            } else if let Err(e) = at.read().and_then(|mut f| copy_into(&mut f, &kept)) {
                 let _ = std::fs::remove_file(&kept);
                 return Err(e);
             }
@@ -269,12 +271,12 @@ impl Journal {
     }
 }
 
-/// Copy `src` to the new file `dst`: bytes, permission bits and modification time.
-pub(crate) fn copy_file(src: &Path, dst: &Path) -> std::io::Result<()> {
-    let mut from = File::open(src)?;
+/// Copy what `from` holds into the new file `dst`: bytes, permission bits and
+/// modification time.
+pub(crate) fn copy_into(from: &mut File, dst: &Path) -> std::io::Result<()> {
     let m = from.metadata()?;
     let mut to = OpenOptions::new().write(true).create_new(true).mode(0o600).open(dst)?;
-    std::io::copy(&mut from, &mut to)?;
+    std::io::copy(from, &mut to)?;
     to.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o7777))?;
     to.set_modified(m.modified()?)?;
     Ok(())

@@ -24,6 +24,7 @@ pub mod index;
 mod journal;
 mod keep;
 mod restore;
+mod tree;
 #[allow(unsafe_code)]
 mod sys;
 
@@ -202,7 +203,8 @@ impl Store {
         let lock = self.lock(false)?;
         let meta = self.meta(RecordKind::Exec, command, cwd, Vec::new());
         let run_dir = self.runs().join(&meta.id);
-        Ok(Journal::new(self.root.clone(), run_dir, meta, keep::Keep::git(&self.root, &self.git_dir), Some(lock)))
+        let tree = tree::Tree::open(&self.root).map_err(|e| Error::io(Kind::Store, &self.root, e))?;
+        Ok(Journal::new(self.root.clone(), tree, run_dir, meta, keep::Keep::git(&self.root, &self.git_dir), Some(lock)))
     }
 
     fn meta(&self, kind: RecordKind, command: &str, cwd: &Path, undoes: Vec<String>) -> Meta {

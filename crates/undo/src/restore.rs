@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 
 use pinfold_sandbox::Change;
 
-use crate::journal::{copy_file, Journal, Pre};
+use crate::journal::{Journal, Pre};
 use crate::keep::Keep;
+use crate::tree::{Is, Tree};
 use crate::{Error, Kind, Record, RecordKind, Store};
 
 /// One path put back.
@@ -72,7 +73,8 @@ impl Store {
         let ids: Vec<String> = chosen.iter().map(|r| r.meta.id.clone()).collect();
         let meta = self.meta(RecordKind::Undo, text, cwd, ids);
         let run_dir = self.runs().join(&meta.id);
-        let mut j = Journal::new(self.root.clone(), run_dir.clone(), meta, Keep::All, None);
+        let tree = Tree::open(&self.root).map_err(|e| Error::io(Kind::Store, &self.root, e))?;
+        let mut j = Journal::new(self.root.clone(), Tree::open(&self.root).map_err(|e| Error::io(Kind::Store, &self.root, e))?, run_dir.clone(), meta, Keep::All, None);
         j.touch().map_err(|e| Error::io(Kind::Store, &run_dir, e))?;
         let mut entries: Vec<(&Record, &crate::Entry)> = chosen.iter().flat_map(|r| r.entries.iter().map(move |e| (r, e))).collect();
         entries.sort_by(|a, b| b.1.t.cmp(&a.1.t).then(b.1.n.cmp(&a.1.n)));
@@ -80,7 +82,7 @@ impl Store {
         let mut failed = None;
         for (rec, e) in entries {
             let rel = e.path.to_path();
-            match self.put_back(&mut j, rec, e) {
+            match self.put_back(&tree, &mut j, rec, e) {
                 Ok(Some(action)) => out.restored.push(crate::Restored { path: rel, action }),
                 Ok(None) => {}
                 Err(Step::Left(why)) => out.left.push((rel, why)),
@@ -104,109 +106,127 @@ impl Store {
     }
 
     /// Put one entry's path back. `Ok(None)`: it is already as it was.
-    fn put_back(&self, j: &mut Journal, rec: &Record, e: &crate::Entry) -> Result<Option<&'static str>, Step> {
-        let path = self.root.join(e.path.to_path());
-        let now = std::fs::symlink_metadata(&path).ok();
+    fn put_back(&self, tree: &Tree, j: &mut Journal, rec: &Record, e: &crate::Entry) -> Result<Option<&'static str>, Step> {
+        let rel = e.path.to_path();
+        let path = self.root.join(&rel);
+        let fail = |err: std::io::Error| Step::Failed(Error::io(Kind::Store, &path, err));
+        // The way to the path holds a link (or leaves the project): nothing there is touched.
+        let at = match tree.at(&rel) {
+            Ok(at) => at,
+            Err(err) if err.raw_os_error() == Some(libc::ELOOP) || err.raw_os_error() == Some(libc::EXDEV) => {
+                return Err(Step::Left("a symbolic link stands on the way to it: left in place".into()));
+            }
+            Err(err) if err.raw_os_error() == Some(libc::ENOENT) || err.raw_os_error() == Some(libc::ENOTDIR) => {
+                return Err(Step::Left("the directory that held it is gone".into()));
+            }
+            Err(err) => return Err(fail(err)),
+        };
+        let now = at.lstat().map_err(fail)?;
         let mut before = |c: Change| j.before(&c).map_err(|errno| Step::Failed(Error::io(Kind::Store, &path, std::io::Error::from_raw_os_error(errno))));
-        let io = |e: std::io::Error| Step::Failed(Error::io(Kind::Store, &path, e));
         match &e.pre {
             Pre::Absent => {
-                let Some(m) = now else { return Ok(None) };
+                let Some(st) = now else { return Ok(None) };
                 before(Change::Remove { path: path.clone() })?;
-                if m.is_dir() {
-                    match std::fs::remove_dir(&path) {
-                        Ok(()) => {}
-                        Err(err) if err.raw_os_error() == Some(libc::ENOTEMPTY) || err.raw_os_error() == Some(libc::EEXIST) => {
-                            // Build output in a directory git ignores (`mkdir target`) was
-                            // never kept: the directory stays, and that is no news.
-                            if !Keep::git(&self.root, &self.git_dir).keeps(&e.path.to_path().join("_")) {
-                                return Ok(None);
-                            }
-                            return Err(Step::Left("a directory the command made holds files it did not make: left in place".into()));
+                match at.remove(st.is == Is::Dir) {
+                    Ok(()) => Ok(Some("removed")),
+                    Err(err) if st.is == Is::Dir && matches!(err.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) => {
+                        // Build output in a directory git ignores (`mkdir target`) was never
+                        // kept: the directory stays, and that is no news.
+                        if !Keep::git(&self.root, &self.git_dir).keeps(&rel.join("_")) {
+                            return Ok(None);
                         }
-                        Err(err) => return Err(io(err)),
+                        Err(Step::Left("a directory the command made holds files it did not make: left in place".into()))
                     }
-                } else {
-                    std::fs::remove_file(&path).map_err(io)?;
+                    Err(err) => Err(fail(err)),
                 }
-                Ok(Some("removed"))
             }
             Pre::File { mode } => {
                 let kept = rec.dir.join("kept").join(e.n.to_string());
-                if !kept.exists() {
+                let Ok(mut bytes) = std::fs::File::open(&kept) else {
                     return Err(Step::Left(format!("its kept bytes are missing ({})", kept.display())));
-                }
-                if let Some(m) = &now
-                    && m.is_dir()
+                };
+                if let Some(st) = now
+                    && st.is == Is::Dir
                 {
                     before(Change::Remove { path: path.clone() })?;
-                    if std::fs::remove_dir(&path).is_err() {
+                    if at.remove(true).is_err() {
                         return Err(Step::Left("a directory stands there now and is not empty: left in place".into()));
                     }
                 }
-                let tmp = temp_beside(&path, e.n);
-                copy_file(&kept, &tmp).map_err(io)?;
-                set_mode(&tmp, *mode).map_err(io)?;
-                if now.as_ref().is_some_and(|m| !m.is_dir()) {
-                    before(Change::Remove { path: path.clone() })?;
-                } else {
-                    before(Change::Make { path: path.clone() })?;
+                let tmp = at.sibling(&temp_name(e.n)).map_err(fail)?;
+                let mut out = tmp.create_new(0o600).map_err(fail)?;
+                let copied = std::io::copy(&mut bytes, &mut out).and_then(|_| {
+                    use std::os::unix::fs::PermissionsExt;
+                    out.set_permissions(std::fs::Permissions::from_mode(*mode))?;
+                    out.set_modified(bytes.metadata()?.modified()?)
+                });
+                if let Err(err) = copied {
+                    let _ = tmp.remove(false);
+                    return Err(fail(err));
                 }
-                if let Err(err) = std::fs::rename(&tmp, &path) {
-                    let _ = std::fs::remove_file(&tmp);
-                    return Err(io(err));
+                before(if now.is_some_and(|st| st.is != Is::Dir) { Change::Remove { path: path.clone() } } else { Change::Make { path: path.clone() } })?;
+                if let Err(err) = tmp.rename(&at, false) {
+                    let _ = tmp.remove(false);
+                    return Err(fail(err));
                 }
                 Ok(Some("restored"))
             }
             Pre::Link { target } => {
-                if now.as_ref().is_some_and(|m| m.is_dir()) {
+                if now.is_some_and(|st| st.is == Is::Dir) {
                     return Err(Step::Left("a directory stands there now: left in place".into()));
                 }
-                let tmp = temp_beside(&path, e.n);
-                std::os::unix::fs::symlink(target.to_path(), &tmp).map_err(io)?;
+                if now.is_some_and(|st| st.is == Is::Link) && at.read_link().ok() == Some(target.to_path()) {
+                    return Ok(None);
+                }
+                let tmp = at.sibling(&temp_name(e.n)).map_err(fail)?;
+                tmp.symlink(&target.to_path()).map_err(fail)?;
                 before(if now.is_some() { Change::Remove { path: path.clone() } } else { Change::Make { path: path.clone() } })?;
-                std::fs::rename(&tmp, &path).map_err(io)?;
+                tmp.rename(&at, false).map_err(fail)?;
                 Ok(Some("restored"))
             }
             Pre::Dir { mode } => match now {
                 None => {
                     before(Change::Make { path: path.clone() })?;
-                    std::fs::create_dir(&path).map_err(io)?;
-                    set_mode(&path, *mode).map_err(io)?;
+                    at.mkdir(0o700).map_err(fail)?;
+                    at.chmod(*mode).map_err(fail)?;
                     Ok(Some("made"))
                 }
-                Some(m) if m.is_dir() => {
-                    if m_mode(&m) == *mode {
+                Some(st) if st.is == Is::Dir => {
+                    if st.mode == *mode {
                         return Ok(None);
                     }
                     before(Change::Mode { path: path.clone() })?;
-                    set_mode(&path, *mode).map_err(io)?;
+                    at.chmod(*mode).map_err(fail)?;
                     Ok(Some("mode"))
                 }
                 Some(_) => Err(Step::Left("it was a directory; something else stands there now: left in place".into())),
             },
             Pre::Moved { to } => {
-                let src = self.root.join(to.to_path());
+                let dest = to.to_path();
+                if dest.is_absolute() {
+                    return Err(Step::Left(format!("it was moved out of the project, to {}: left there", dest.display())));
+                }
                 if now.is_some() {
-                    return Err(Step::Left(format!("it was moved to {}, and something stands here again: left in place", to.to_path().display())));
+                    return Err(Step::Left(format!("it was moved to {}, and something stands here again: left in place", dest.display())));
                 }
-                if !src.is_dir() {
-                    return Err(Step::Left(format!("it was moved to {}, which is no longer a directory", to.to_path().display())));
+                let src = tree.at(&dest).map_err(|_| Step::Left(format!("it was moved to {}, which cannot be reached now", dest.display())))?;
+                if !src.lstat().map_err(fail)?.is_some_and(|st| st.is == Is::Dir) {
+                    return Err(Step::Left(format!("it was moved to {}, which is no longer a directory", dest.display())));
                 }
-                before(Change::Rename { from: src.clone(), to: path.clone(), exchange: false })?;
-                std::fs::rename(&src, &path).map_err(io)?;
+                before(Change::Rename { from: self.root.join(&dest), to: path.clone(), exchange: false })?;
+                src.rename(&at, false).map_err(fail)?;
                 Ok(Some("moved back"))
             }
             Pre::Swapped { with } => {
-                let other = self.root.join(with.to_path());
-                before(Change::Rename { from: path.clone(), to: other.clone(), exchange: true })?;
-                crate::sys::exchange(&path, &other).map_err(io)?;
+                let other = tree.at(&with.to_path()).map_err(|_| Step::Left("what it was swapped with cannot be reached now".into()))?;
+                before(Change::Rename { from: path.clone(), to: self.root.join(with.to_path()), exchange: true })?;
+                at.rename(&other, true).map_err(fail)?;
                 Ok(Some("swapped back"))
             }
             Pre::Mode { mode } => match now {
-                Some(m) if m_mode(&m) != *mode && !m.file_type().is_symlink() => {
+                Some(st) if st.mode != *mode && st.is != Is::Link => {
                     before(Change::Mode { path: path.clone() })?;
-                    set_mode(&path, *mode).map_err(io)?;
+                    at.chmod(*mode).map_err(fail)?;
                     Ok(Some("mode"))
                 }
                 _ => Ok(None),
@@ -216,7 +236,7 @@ impl Store {
                     return Ok(None);
                 }
                 before(Change::Make { path: path.clone() })?;
-                crate::sys::mkfifo(&path, *mode).map_err(io)?;
+                at.mkfifo(*mode).map_err(fail)?;
                 Ok(Some("made"))
             }
         }
@@ -230,17 +250,7 @@ enum Step {
     Failed(Error),
 }
 
-fn m_mode(m: &std::fs::Metadata) -> u32 {
-    std::os::unix::fs::MetadataExt::mode(m) & 0o7777
-}
-
-fn set_mode(p: &Path, mode: u32) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
-}
-
-/// A name beside `path` for the bytes before they take its place.
-fn temp_beside(path: &Path, n: u64) -> PathBuf {
-    let name = format!(".pinfold-undo-{}-{n}", std::process::id());
-    path.parent().map(|d| d.join(&name)).unwrap_or_else(|| PathBuf::from(name))
+/// A name beside the path for the bytes before they take its place.
+fn temp_name(n: u64) -> String {
+    format!(".pinfold-undo-{}-{n}", std::process::id())
 }

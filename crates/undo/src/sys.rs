@@ -24,17 +24,127 @@ pub(crate) fn flock(f: &impl AsRawFd, op: libc::c_int) -> io::Result<()> {
     }
 }
 
-/// `mkfifo(3)`.
-pub(crate) fn mkfifo(p: &Path, mode: u32) -> io::Result<()> {
-    let cp = c(p)?;
-    // SAFETY: a valid C string and an integer mode.
-    if unsafe { libc::mkfifo(cp.as_ptr(), mode) } == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+
+
+/// A file name for the `*at` calls.
+pub(crate) fn name(n: &std::ffi::OsStr) -> io::Result<CString> {
+    CString::new(n.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
-/// Swap `a` and `b` (`renameat2` with `RENAME_EXCHANGE`).
-pub(crate) fn exchange(a: &Path, b: &Path) -> io::Result<()> {
-    let (ca, cb) = (c(a)?, c(b)?);
-    // SAFETY: valid C strings; renameat2 with integer arguments.
-    let r = unsafe { libc::renameat2(libc::AT_FDCWD, ca.as_ptr(), libc::AT_FDCWD, cb.as_ptr(), libc::RENAME_EXCHANGE) };
+fn ok(r: libc::c_int) -> io::Result<()> {
     if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+fn owned(r: libc::c_long) -> io::Result<std::os::fd::OwnedFd> {
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a non-negative result of open/openat2 is a fresh descriptor we now own.
+    Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(r as libc::c_int) })
+}
+
+/// `open(path, O_PATH | O_DIRECTORY)`.
+pub(crate) fn open_dir(p: &Path) -> io::Result<std::os::fd::OwnedFd> {
+    let cp = c(p)?;
+    // SAFETY: a valid C string and integer flags.
+    owned(unsafe { libc::open(cp.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) } as libc::c_long)
+}
+
+/// `openat2(dir, rel, O_PATH | O_DIRECTORY)`, resolving beneath `dir` and through no link:
+/// a symbolic link anywhere on the way fails with `ELOOP`, a way out with `EXDEV`.
+pub(crate) fn open_dir_beneath(dir: &impl AsRawFd, rel: &Path) -> io::Result<std::os::fd::OwnedFd> {
+    let cp = c(rel)?;
+    // SAFETY: open_how is plain integers; all-zero is valid, the fields are set below.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: valid pointers to a C string and an open_how of the size passed.
+    owned(unsafe { libc::syscall(libc::SYS_openat2, dir.as_raw_fd(), cp.as_ptr(), &how as *const libc::open_how, std::mem::size_of::<libc::open_how>()) })
+}
+
+/// `openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC, mode)`.
+pub(crate) fn open_at(dir: &impl AsRawFd, n: &std::ffi::CStr, flags: libc::c_int, mode: u32) -> io::Result<std::fs::File> {
+    // SAFETY: a valid C string and integer flags.
+    let fd = owned(unsafe { libc::openat(dir.as_raw_fd(), n.as_ptr(), flags | libc::O_NOFOLLOW | libc::O_CLOEXEC, mode) } as libc::c_long)?;
+    Ok(std::fs::File::from(fd))
+}
+
+/// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`: `None` when nothing is there.
+pub(crate) fn lstat_at(dir: &impl AsRawFd, n: &std::ffi::CStr) -> io::Result<Option<libc::stat>> {
+    // SAFETY: an all-zero stat is valid storage for the kernel to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid C string and stat buffer.
+    let r = unsafe { libc::fstatat(dir.as_raw_fd(), n.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+    if r == 0 {
+        return Ok(Some(st));
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ENOENT) { Ok(None) } else { Err(e) }
+}
+
+/// `linkat(dir, name, AT_FDCWD, to, 0)`: a hard link of the name itself (never through a link).
+pub(crate) fn link_out(dir: &impl AsRawFd, n: &std::ffi::CStr, to: &Path) -> io::Result<()> {
+    let ct = c(to)?;
+    // SAFETY: valid C strings; integer flags.
+    ok(unsafe { libc::linkat(dir.as_raw_fd(), n.as_ptr(), libc::AT_FDCWD, ct.as_ptr(), 0) })
+}
+
+/// `readlinkat(dir, name)`.
+pub(crate) fn readlink_at(dir: &impl AsRawFd, n: &std::ffi::CStr) -> io::Result<std::path::PathBuf> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: valid C string; `buf` has room for the length passed.
+    let r = unsafe { libc::readlinkat(dir.as_raw_fd(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    buf.truncate(r as usize);
+    Ok(std::path::PathBuf::from(std::ffi::OsString::from(std::ffi::OsStr::from_bytes(&buf))))
+}
+
+/// `unlinkat(dir, name, AT_REMOVEDIR if dir)`.
+pub(crate) fn unlink_at(d: &impl AsRawFd, n: &std::ffi::CStr, is_dir: bool) -> io::Result<()> {
+    // SAFETY: valid C string; integer flags.
+    ok(unsafe { libc::unlinkat(d.as_raw_fd(), n.as_ptr(), if is_dir { libc::AT_REMOVEDIR } else { 0 }) })
+}
+
+/// `renameat2(a, an, b, bn, flags)`.
+pub(crate) fn rename_at(a: &impl AsRawFd, an: &std::ffi::CStr, b: &impl AsRawFd, bn: &std::ffi::CStr, flags: libc::c_uint) -> io::Result<()> {
+    // SAFETY: valid C strings; integer flags.
+    ok(unsafe { libc::renameat2(a.as_raw_fd(), an.as_ptr(), b.as_raw_fd(), bn.as_ptr(), flags) })
+}
+
+/// `mkdirat(dir, name, mode)`.
+pub(crate) fn mkdir_at(d: &impl AsRawFd, n: &std::ffi::CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: valid C string; integer mode.
+    ok(unsafe { libc::mkdirat(d.as_raw_fd(), n.as_ptr(), mode) })
+}
+
+/// `mkfifoat(dir, name, mode)`.
+pub(crate) fn mkfifo_at(d: &impl AsRawFd, n: &std::ffi::CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: valid C string; integer mode.
+    ok(unsafe { libc::mkfifoat(d.as_raw_fd(), n.as_ptr(), mode) })
+}
+
+/// `symlinkat(target, dir, name)`.
+pub(crate) fn symlink_at(target: &Path, d: &impl AsRawFd, n: &std::ffi::CStr) -> io::Result<()> {
+    let ct = c(target)?;
+    // SAFETY: valid C strings.
+    ok(unsafe { libc::symlinkat(ct.as_ptr(), d.as_raw_fd(), n.as_ptr()) })
+}
+
+/// The permission bits of `name` in `d`, never through a symbolic link: `fchmodat2` with
+/// `AT_SYMLINK_NOFOLLOW` (Linux 6.6); before it, open the name without following and `fchmod`.
+pub(crate) fn chmod_at(d: &impl AsRawFd, n: &std::ffi::CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: valid C string; integer arguments.
+    let r = unsafe { libc::syscall(libc::SYS_fchmodat2, d.as_raw_fd(), n.as_ptr(), mode, libc::AT_SYMLINK_NOFOLLOW) };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::ENOSYS) {
+        return Err(e);
+    }
+    let f = open_at(d, n, libc::O_RDONLY, 0)?;
+    // SAFETY: fchmod on a descriptor we own.
+    ok(unsafe { libc::fchmod(f.as_raw_fd(), mode) })
 }

@@ -182,3 +182,44 @@ fn not_a_git_repository_has_no_undo() {
     assert_eq!(e.kind, Kind::Unavailable);
     assert!(e.message.contains("not in a git repository"), "{}", e.message);
 }
+
+/// Between runs the project holds whatever a command left, links included: an undo must
+/// not write through a link planted on the way to a path it puts back.
+#[test]
+fn undo_never_writes_through_a_link_planted_on_the_way() {
+    let (t, store) = project();
+    let root = store.root.clone();
+    let outside = t.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let mut j = store.begin("echo > src/a.rs", &root).unwrap();
+    j.before(&Change::Write { path: root.join("src/a.rs"), truncate: true }).unwrap();
+    std::fs::write(root.join("src/a.rs"), "changed").unwrap();
+    j.finish(Some(0)).unwrap();
+    // The next command (or anyone) swaps `src` for a link to a directory outside.
+    std::fs::rename(root.join("src"), root.join("src.real")).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("src")).unwrap();
+    let out = store.undo(1, &root).unwrap();
+    assert!(std::fs::read_dir(&outside).unwrap().next().is_none(), "the undo wrote outside the project");
+    assert!(out.left.iter().any(|(p, why)| p == Path::new("src/a.rs") && why.contains("symbolic link")), "{:?}", out.left);
+}
+
+/// The journal reads what it keeps beneath the root, through no link: a directory swapped for
+/// a link to a file the sandbox hides cannot get that file kept (and later put back).
+#[test]
+fn the_journal_never_reads_through_a_link_planted_on_the_way() {
+    let (t, store) = project();
+    let root = store.root.clone();
+    let secret_dir = t.path().join("secret");
+    std::fs::create_dir(&secret_dir).unwrap();
+    std::fs::write(secret_dir.join("key"), "SECRET").unwrap();
+    std::os::unix::fs::symlink(&secret_dir, root.join("d")).unwrap();
+    let mut j = store.begin("rm d/key", &root).unwrap();
+    assert_eq!(j.before(&Change::Remove { path: root.join("d/key") }), Err(libc::ELOOP));
+    assert_eq!(j.before(&Change::Write { path: root.join("d/key"), truncate: true }), Err(libc::ELOOP));
+    j.finish(Some(0)).unwrap();
+    for r in store.list().unwrap() {
+        for k in std::fs::read_dir(r.dir.join("kept")).into_iter().flatten().flatten() {
+            assert_ne!(std::fs::read(k.path()).unwrap(), b"SECRET");
+        }
+    }
+}
