@@ -24,6 +24,8 @@ mod record;
 mod audit;
 // `pinfold exec` against attacks, each with a control that shows the attack works without it.
 mod sandbox_writes;
+// `pinfold undo` after real runs.
+mod undo;
 mod sandbox_reads;
 mod sandbox_kernel;
 mod sandbox_processes;

@@ -333,6 +333,9 @@ impl Placeholders {
                 // left in place after the run rather than risk removing a user's file.
                 let _ = sys::fsetxattr(&file, PLACEHOLDER_MARK, b"1");
             }
+            // One found with the mark is a placeholder too, perhaps left by a run that was
+            // killed before it could remove it: this run removes it when it is the last out.
+            let created = created || sys::fhasxattr(&file, PLACEHOLDER_MARK);
             sys::flock(&file, libc::LOCK_SH).map_err(setup_err(Step::LockPlaceholder(path.to_path_buf())))?;
             let (held, now) = (file.metadata(), std::fs::symlink_metadata(path));
             if let (Ok(h), Ok(n)) = (held, now)

@@ -133,7 +133,7 @@ impl Journal {
             Change::Remove { path } => self.replaced(path),
             Change::Make { path } => {
                 let Some(rel) = self.rel(path) else { return Ok(()) };
-                if self.seen.contains(&rel) || self.tree.lstat(&rel)?.is_some() {
+                if self.seen.contains(&rel) || self.keep.ignored_dir(&rel) || self.tree.lstat(&rel)?.is_some() {
                     return Ok(());
                 }
                 self.add(rel, Pre::Absent, None)
@@ -191,6 +191,7 @@ impl Journal {
                 let target = at.read_link()?;
                 self.add(rel, Pre::Link { target: crate::Bytes::from_path(&target) }, None)
             }
+            Is::Dir if self.keep.ignored_dir(&rel) => Ok(()),
             Is::Dir => self.add(rel, Pre::Dir { mode: st.mode }, None),
             Is::Fifo => self.add(rel, Pre::Fifo { mode: st.mode }, None),
             Is::Other => Ok(()),

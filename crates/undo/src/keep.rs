@@ -51,6 +51,17 @@ impl Keep {
     }
 }
 
+impl Keep {
+    /// Whether `rel`, as a directory, is one git ignores (or lies in one): a directory of
+    /// build output, whose making and removing is not kept either.
+    pub(crate) fn ignored_dir(&mut self, rel: &Path) -> bool {
+        match self {
+            Keep::All => false,
+            Keep::Git(v) => v.in_ignored_dir(&rel.join("_")),
+        }
+    }
+}
+
 impl GitView {
     /// Whether a directory above `rel` (not `rel` itself) is ignored.
     fn in_ignored_dir(&mut self, rel: &Path) -> bool {

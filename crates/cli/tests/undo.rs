@@ -1,0 +1,319 @@
+//! `pinfold undo` after real sandboxed runs: what a command removed, rewrote, moved or made in
+//! the project comes back as it was (and the undo can be taken back); a command killed
+//! mid-way, commands running side by side, a full disk, a project that is not a git
+//! repository and a command that changes nothing each end as docs/undo.md says; and the
+//! records are out of the sandboxed command's reach. Each case as root and as uid 65534 unless
+//! it says why not. Fixture: `support/sandbox.rs`.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::support::sandbox::*;
+use crate::support::*;
+
+both_users!(
+    undo_puts_back_what_a_command_destroyed,
+    a_command_that_changes_nothing_leaves_no_record,
+    a_command_killed_midway_can_be_undone,
+    commands_side_by_side_and_undo_while_one_runs,
+    the_records_are_out_of_the_commands_reach,
+    a_project_that_is_not_a_repository_has_no_undo,
+    hook_rewritten_commands_are_undoable,
+);
+// Mounting a small file system to fill needs root; the outcome does not depend on the user.
+only_user!(root: a_full_disk_fails_the_change_and_keeps_the_file);
+
+/// Every path beneath `root` but `.git` and the attack scripts, with what it holds.
+fn tree(root: &Path) -> BTreeMap<PathBuf, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(root).unwrap().to_path_buf();
+            if rel.starts_with(".git") || rel.starts_with(".t") {
+                continue;
+            }
+            let m = fs::symlink_metadata(&p).unwrap();
+            let mode = m.permissions().mode() & 0o7777;
+            let v = if m.file_type().is_symlink() {
+                format!("link {}", fs::read_link(&p).unwrap().display())
+            } else if m.is_dir() {
+                stack.push(p.clone());
+                format!("dir {mode:o}")
+            } else {
+                format!("file {mode:o} {}", String::from_utf8_lossy(&fs::read(&p).unwrap()))
+            };
+            out.insert(rel, v);
+        }
+    }
+    out
+}
+
+/// `pinfold ARGS…` as the case's user, outside any sandbox, in the working directory (an
+/// `undo` with the case's policy file, as `exec` has it).
+fn pinfold(fx: &Fx, args: &[&str]) -> Run {
+    let mut argv = vec![pinfold_bin()];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    if args.first() == Some(&"undo")
+        && let Some(c) = &fx.config
+    {
+        argv.extend(["-c".to_string(), Fx::s(c)]);
+    }
+    run_cmd(fx.cmd(&argv), argv.join(" "), None, TIMEOUT)
+}
+
+/// The project with sources, a script, and build output git ignores.
+fn populate(fx: &Fx) {
+    fx.put(&fx.proj.join("src/a.rs"), "fn a() {}\n");
+    fx.put(&fx.proj.join("src/deep/b.rs"), "fn b() {}\n");
+    fx.put(&fx.proj.join("notes.txt"), "my notes\n");
+    fx.put(&fx.proj.join("run.sh"), "echo run\n");
+    fx.put(&fx.proj.join(".gitignore"), "target/\n");
+    fx.put(&fx.proj.join("target/debug/app"), "binary\n");
+    fx.host_ok(&["git", "-C", &Fx::s(&fx.proj), "add", "src", "run.sh", ".gitignore"]);
+    fx.host_ok(&["git", "-C", &Fx::s(&fx.proj), "commit", "-q", "-m", "sources"]);
+    fx.own();
+}
+
+fn undo_puts_back_what_a_command_destroyed(u: User) {
+    let fx = Fx::new(u, "undo_puts_back");
+    populate(&fx);
+    let before = tree(&fx.proj);
+    let cmd = "rm -rf src && echo changed > notes.txt && chmod +x run.sh && mv README README.md \
+               && mkdir -p new/dir && echo x > new/dir/f && python3 -c \"open('notes.txt','a').write('more')\" \
+               && ln -s README.md lnk && rm -rf target";
+    let r = fx.exec(&[], &[cmd.to_string()]);
+    assert_eq!(r.code, Some(0), "{}: the command ran\n{}", fx.label(), r.show());
+    let after = tree(&fx.proj);
+    assert!(!after.contains_key(Path::new("src/a.rs")) && after.contains_key(Path::new("lnk")), "{}: {after:?}", fx.label());
+
+    let l = pinfold(&fx, &["undo", "--list"]);
+    assert_eq!(l.code, Some(0), "{}", l.show());
+    assert!(l.stdout.contains("rm -rf src") && l.stdout.contains("changed 1"), "{}: the list names the command\n{}", fx.label(), l.show());
+
+    let un = pinfold(&fx, &["undo"]);
+    assert_eq!(un.code, Some(0), "{}: undo\n{}", fx.label(), un.show());
+    for said in ["restored     src/a.rs", "restored     notes.txt", "removed      lnk", "restored     README", "pinfold undo --redo"] {
+        assert!(un.stdout.contains(said), "{}: undo says {said:?}\n{}", fx.label(), un.show());
+    }
+    // Everything but the build output git ignores is as it was; that is gone, as documented.
+    let mut expected = before.clone();
+    expected.retain(|p, _| !p.starts_with("target"));
+    assert_eq!(tree(&fx.proj), expected, "{}: after undo\n{}", fx.label(), un.show());
+
+    let re = pinfold(&fx, &["undo", "--redo"]);
+    assert_eq!(re.code, Some(0), "{}", re.show());
+    assert_eq!(tree(&fx.proj), after, "{}: the redo brings back the command's result", fx.label());
+    let again = pinfold(&fx, &["undo"]);
+    assert_eq!(again.code, Some(0), "{}", again.show());
+    assert_eq!(tree(&fx.proj), expected, "{}: and it can be undone again", fx.label());
+    // The ledger holds the run's record and each undo.
+    let audit = pinfold(&fx, &["audit", "tail", "--json"]);
+    let kinds: Vec<serde_json::Value> = audit.stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let undos = kinds.iter().filter(|r| r["kind"] == "undo").count();
+    assert_eq!(undos, 3, "{}: three undo records\n{}", fx.label(), audit.show());
+    let ends: Vec<&serde_json::Value> = kinds.iter().filter(|r| r["kind"] == "exec_end").collect();
+    assert!(ends.iter().any(|r| r["data"]["undo"]["changes"].as_u64().is_some_and(|n| n > 5)), "{}: exec_end names the record\n{}", fx.label(), audit.show());
+}
+
+fn a_command_that_changes_nothing_leaves_no_record(u: User) {
+    let fx = Fx::new(u, "changes_nothing");
+    populate(&fx);
+    let r = fx.exec(&[], &["cat README src/a.rs > /dev/null; ls -R . > /dev/null; git status --short > /dev/null".to_string()]);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    let runs = fx.proj.join(".git/pinfold-undo/runs");
+    let n = fs::read_dir(&runs).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(n, 0, "{}: no record for a run that changed nothing", fx.label());
+    let l = pinfold(&fx, &["undo"]);
+    assert_eq!(l.code, Some(1), "{}: nothing to undo\n{}", fx.label(), l.show());
+    assert!(l.stderr.contains("nothing to undo"), "{}", l.show());
+}
+
+fn a_command_killed_midway_can_be_undone(u: User) {
+    let fx = Fx::new(u, "killed_midway");
+    populate(&fx);
+    let before = tree(&fx.proj);
+    let argv = fx.exec_argv(&[], &["rm -rf src; echo started; exec sleep 60".to_string()]);
+    let mut child = fx.cmd(&argv).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("spawn pinfold exec");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "started", "{}", fx.label());
+    // pinfold itself is killed: nothing of it runs after (the sandbox dies with it).
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!fx.proj.join("src").exists());
+    // The lock of the killed run is gone with its process: undo works at once.
+    let l = pinfold(&fx, &["undo", "--list"]);
+    assert!(l.stdout.contains("(did not finish)"), "{}: the run is marked unfinished\n{}", fx.label(), l.show());
+    let un = pinfold(&fx, &["undo"]);
+    assert_eq!(un.code, Some(0), "{}", un.show());
+    // The killed run's placeholders (empty files marked as such) are still there; the next
+    // run removes them.
+    assert!(fx.proj.join("denied-dir").exists(), "{}", fx.label());
+    let next = fx.exec(&[], &["true".to_string()]);
+    assert_eq!(next.code, Some(0), "{}", next.show());
+    assert_eq!(tree(&fx.proj), before, "{}: what the killed run removed is back", fx.label());
+}
+
+fn commands_side_by_side_and_undo_while_one_runs(u: User) {
+    let fx = Fx::new(u, "side_by_side");
+    populate(&fx);
+    let before = tree(&fx.proj);
+    let a = fx.exec_argv(&[], &["rm src/a.rs && echo a > made-by-a && sleep 2".to_string()]);
+    let b = fx.exec_argv(&[], &["rm src/deep/b.rs && echo b > made-by-b && echo b >> notes.txt && sleep 2".to_string()]);
+    let mut ca = fx.cmd(&a).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut cb = fx.cmd(&b).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    // While they run, an undo refuses (and changes nothing).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(fx.proj.join("made-by-a").exists() && fx.proj.join("made-by-b").exists()) {
+        assert!(Instant::now() < deadline, "{}: the runs did not start", fx.label());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let busy = pinfold(&fx, &["undo"]);
+    assert_eq!(busy.code, Some(2), "{}: undo refuses while a command runs\n{}", fx.label(), busy.show());
+    assert!(busy.stderr.contains("running"), "{}", busy.show());
+    assert!(ca.wait().unwrap().success() && cb.wait().unwrap().success(), "{}", fx.label());
+    let un = pinfold(&fx, &["undo", "2"]);
+    assert_eq!(un.code, Some(0), "{}", un.show());
+    let mut expected = before;
+    expected.retain(|p, _| !p.starts_with("target") || tree(&fx.proj).contains_key(p));
+    assert_eq!(tree(&fx.proj), expected, "{}: both runs undone", fx.label());
+}
+
+fn the_records_are_out_of_the_commands_reach(u: User) {
+    let fx = Fx::new(u, "records_out_of_reach");
+    populate(&fx);
+    let r = fx.exec(&[], &["echo changed > notes.txt".to_string()]);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    let store = fx.proj.join(".git/pinfold-undo");
+    let snapshot = |p: &Path| -> Vec<(PathBuf, Vec<u8>)> {
+        let mut v = Vec::new();
+        let mut stack = vec![p.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    v.push((p.clone(), fs::read(&p).unwrap_or_default()));
+                }
+            }
+        }
+        v.sort();
+        v
+    };
+    let kept = snapshot(&store);
+    assert!(kept.iter().any(|(_, b)| b == b"my notes\n"), "{}: the old notes are kept", fx.label());
+    let attack = "t 'list the records' 'ls -A .git/pinfold-undo | grep -q runs'\n\
+                  t 'read a kept file' 'cat .git/pinfold-undo/runs/*/kept/0 | grep -q notes'\n\
+                  t 'remove the records' 'rm -r .git/pinfold-undo/runs'\n\
+                  t 'rename the store away' 'mv .git/pinfold-undo .git/gone'\n\
+                  t 'plant a record' 'mkdir -p .git/pinfold-undo/runs/9 && echo {} > .git/pinfold-undo/runs/9/meta.json'\n";
+    let script = fx.sh_script("records", attack);
+    // The control: the same script outside any sandbox reaches the records.
+    let c = fx.control(&script);
+    assert!(c.escaped().len() >= 3, "{}: the control reaches the records\n{}", fx.label(), c.show());
+    // Put the store back as it was for the attack run.
+    let _ = fs::remove_dir_all(&store);
+    let _ = fs::rename(fx.proj.join(".git/gone"), &store);
+    for (p, b) in &kept {
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, b).unwrap();
+    }
+    let _ = fs::remove_dir_all(store.join("runs/9"));
+    fx.own();
+    let kept = snapshot(&store);
+    let a = fx.exec(&[], &script);
+    assert!(a.started(), "{}\n{}", fx.label(), a.show());
+    assert!(a.escaped().is_empty(), "{}: the sandboxed command reached the records: {:?}\n{}", fx.label(), a.escaped(), a.show());
+    let after = snapshot(&store);
+    let before_paths: Vec<_> = kept.iter().collect();
+    // The attack run may add its own record (it changed nothing of the project's but its
+    // scripts' directory, which git does not ignore here); the old records are untouched.
+    for k in before_paths {
+        assert!(after.contains(k), "{}: {} changed or gone", fx.label(), k.0.display());
+    }
+    let un = pinfold(&fx, &["undo", "--list"]);
+    assert!(un.stdout.contains("echo changed > notes.txt"), "{}: the record is still listed\n{}", fx.label(), un.show());
+}
+
+fn a_project_that_is_not_a_repository_has_no_undo(u: User) {
+    let mut fx = Fx::new(u, "not_a_repository");
+    let plain = fx.base.join("plain");
+    fx.put(&plain.join("pinfold.toml"), TEST_POLICY);
+    fx.put(&plain.join("f.txt"), "x\n");
+    fx.own();
+    fx.cwd = plain.clone();
+    fx.config = Some(plain.join("pinfold.toml"));
+    let r = fx.exec(&[], &["rm f.txt".to_string()]);
+    assert_eq!(r.code, Some(0), "{}: the command runs, without undo\n{}", fx.label(), r.show());
+    let un = pinfold(&fx, &["undo"]);
+    assert_eq!(un.code, Some(2), "{}\n{}", fx.label(), un.show());
+    assert!(un.stderr.contains("not in a git repository") && un.stderr.contains("git init"), "{}: says why and what to do\n{}", fx.label(), un.show());
+}
+
+fn hook_rewritten_commands_are_undoable(u: User) {
+    let fx = Fx::new(u, "hook_rewritten");
+    populate(&fx);
+    fx.approve(&fx.proj.join("pinfold.toml"));
+    let input = serde_json::json!({
+        "session_id": "s", "transcript_path": "/dev/null", "cwd": Fx::s(&fx.proj),
+        "hook_event_name": "PreToolUse", "tool_name": "Bash",
+        "tool_input": {"command": "rm -rf src && echo rewritten > notes.txt"}
+    });
+    let argv = vec![pinfold_bin(), "hook".into(), "claude-code".into()];
+    let h = run_cmd(fx.cmd(&argv), argv.join(" "), Some(input.to_string().into_bytes()), TIMEOUT);
+    assert_eq!(h.code, Some(0), "{}", h.show());
+    let out: serde_json::Value = serde_json::from_str(&h.stdout).unwrap_or_else(|e| panic!("{}: {e}\n{}", fx.label(), h.show()));
+    let rewritten = out["hookSpecificOutput"]["updatedInput"]["command"].as_str().unwrap_or_else(|| panic!("{}: not rewritten\n{}", fx.label(), h.show())).to_string();
+    assert!(rewritten.contains("exec"), "{}: {rewritten}", fx.label());
+    // The agent runs what the hook gave back.
+    let run = run_cmd(fx.cmd(&["bash".into(), "-c".into(), rewritten.clone()]), rewritten, None, TIMEOUT);
+    assert_eq!(run.code, Some(0), "{}\n{}", fx.label(), run.show());
+    assert!(!fx.proj.join("src").exists());
+    let un = pinfold(&fx, &["undo", "2"]);
+    assert_eq!(un.code, Some(0), "{}: each sub-command is a run of its own\n{}", fx.label(), un.show());
+    assert_eq!(fs::read_to_string(fx.proj.join("src/a.rs")).unwrap(), "fn a() {}\n");
+    assert_eq!(fs::read_to_string(fx.proj.join("notes.txt")).unwrap(), "my notes\n");
+}
+
+fn a_full_disk_fails_the_change_and_keeps_the_file(u: User) {
+    let mut fx = Fx::new(u, "full_disk");
+    let small = fx.base.join("small");
+    fs::create_dir_all(&small).unwrap();
+    fx.host_ok(&["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", &Fx::s(&small)]);
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _u = Unmount(small.clone());
+    fx.host_ok(&["git", "init", "-q", &Fx::s(&small)]);
+    let _ = fs::remove_dir_all(small.join(".git/hooks"));
+    fx.put(&small.join("pinfold.toml"), TEST_POLICY);
+    // More than half of what is left: it cannot be copied before a change in place.
+    let free = {
+        let out = fx.host_ok(&["df", "--output=avail", "-B1", &Fx::s(&small)]);
+        out.lines().nth(1).unwrap().trim().parse::<u64>().unwrap()
+    };
+    let big = vec![b'b'; (free * 6 / 10) as usize];
+    fs::write(small.join("big.bin"), &big).unwrap();
+    fx.own();
+    fx.cwd = small.clone();
+    fx.config = Some(small.join("pinfold.toml"));
+    let r = fx.exec(&[], &["echo appended >> big.bin; echo status=$?; echo new > small.txt; echo status=$?".to_string()]);
+    assert_eq!(fs::read(small.join("big.bin")).unwrap(), big, "{}: the file that could not be kept is unchanged\n{}", fx.label(), r.show());
+    assert!(r.stderr.contains("No space left on device"), "{}: the command is told why\n{}", fx.label(), r.show());
+    assert!(r.stdout.contains("status=1\nstatus=0"), "{}: the append failed, the small new file did not\n{}", fx.label(), r.show());
+    assert_eq!(fs::read_to_string(small.join("small.txt")).unwrap(), "new\n");
+    let un = pinfold(&fx, &["undo"]);
+    assert_eq!(un.code, Some(0), "{}", un.show());
+    assert!(!small.join("small.txt").exists(), "{}: the new file is undone", fx.label());
+}
