@@ -24,6 +24,7 @@ both_users!(
     the_records_are_out_of_the_commands_reach,
     a_project_that_is_not_a_repository_has_no_undo,
     hook_rewritten_commands_are_undoable,
+    undo_turned_off_keeps_nothing,
 );
 // Mounting a small file system to fill needs root; the outcome does not depend on the user.
 only_user!(root: a_full_disk_fails_the_change_and_keeps_the_file);
@@ -316,4 +317,16 @@ fn a_full_disk_fails_the_change_and_keeps_the_file(u: User) {
     let un = pinfold(&fx, &["undo"]);
     assert_eq!(un.code, Some(0), "{}", un.show());
     assert!(!small.join("small.txt").exists(), "{}: the new file is undone", fx.label());
+}
+
+fn undo_turned_off_keeps_nothing(u: User) {
+    let fx = Fx::new(u, "undo_off");
+    populate(&fx);
+    fx.put(&fx.proj.join("pinfold.toml"), &format!("{TEST_POLICY}\n[undo]\nenabled = false\n"));
+    fx.own();
+    let r = fx.exec(&[], &["rm src/a.rs".to_string()]);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    assert!(!fx.proj.join(".git/pinfold-undo/runs").exists(), "{}: nothing kept", fx.label());
+    let un = pinfold(&fx, &["undo"]);
+    assert_eq!(un.code, Some(1), "{}\n{}", fx.label(), un.show());
 }

@@ -269,7 +269,7 @@ fn sandbox_policy(
     // the sandbox may write. The records are neither writable nor readable inside: a command
     // that could change them could change what an undo puts back, and they keep bytes of
     // files a preset may hide.
-    let undo = if sp.writable.iter().any(|w| root.starts_with(w)) { pinfold_undo::Store::locate(root).ok() } else { None };
+    let undo = if config.undo_enabled && sp.writable.iter().any(|w| root.starts_with(w)) { pinfold_undo::Store::locate(root).ok() } else { None };
     if let Some(store) = &undo {
         sp.watch.push(root.clone());
         sp.write_deny.push(store.dir.clone());

@@ -9,10 +9,11 @@ use super::{Action, RuleSpec, TestCase};
 use pinfold_egress::HostPattern;
 
 pub(crate) const TOP_KEYS: &[&str] = &[
-    "$schema", "extends", "defaults", "paths", "rules", "sandbox", "tests", "audit", "credentials", "control",
+    "$schema", "extends", "defaults", "paths", "rules", "sandbox", "tests", "audit", "credentials", "control", "undo",
 ];
 pub(crate) const AUDIT_KEYS: &[&str] = &["enabled", "redact_env"];
 pub(crate) const CONTROL_KEYS: &[&str] = &["lift"];
+pub(crate) const UNDO_KEYS: &[&str] = &["enabled"];
 pub(crate) const DEFAULTS_KEYS: &[&str] = &["action", "sandbox", "on_parse_error"];
 pub(crate) const RULE_KEYS: &[&str] = &[
     "allow", "ask", "deny", "message", "fix", "sandbox", "env", "tests",
@@ -47,6 +48,8 @@ pub(crate) struct Layer {
     /// `control.lift`: control files commands may write, with where the list was written
     /// (only the user's own configuration may lift one).
     pub control_lift: Option<(Vec<String>, Location)>,
+    /// `undo.enabled`.
+    pub undo_enabled: Option<bool>,
     /// `[credentials.NAME]` tables, in file order.
     pub credentials: Vec<CredentialDef>,
     /// Names this file uses that must be defined somewhere in the merged configuration.
@@ -295,6 +298,7 @@ pub(crate) fn decode(file: &str, doc: &Node<'_>) -> Result<Layer, ConfigError> {
             "defaults" => d.defaults(&e.value, &path, &mut layer)?,
             "audit" => d.audit(&e.value, &path, &mut layer)?,
             "control" => d.control(&e.value, &path, &mut layer)?,
+            "undo" => d.undo(&e.value, &path, &mut layer)?,
             "paths" => {
                 for set in d.table(&e.value, &path)? {
                     let p = path.key(&set.key);
@@ -575,6 +579,17 @@ impl Decoder<'_> {
                 "enabled" => layer.audit.enabled = Some((self.bool(&e.value, &p)?, self.loc(e.value.pos))),
                 "redact_env" => layer.audit.redact_env = self.env_names(&e.value, &p)?,
                 _ => return Err(self.unknown(e, path, AUDIT_KEYS)),
+            }
+        }
+        Ok(())
+    }
+
+    fn undo(&self, node: &Node<'_>, path: &KeyPath<'_>, layer: &mut Layer) -> Result<(), ConfigError> {
+        for e in self.table(node, path)? {
+            let p = path.key(&e.key);
+            match &*e.key {
+                "enabled" => layer.undo_enabled = Some(self.bool(&e.value, &p)?),
+                _ => return Err(self.unknown(e, path, UNDO_KEYS)),
             }
         }
         Ok(())

@@ -209,6 +209,7 @@ struct Merged {
     redact_env: Vec<String>,
     credentials: BTreeMap<String, CredentialDef>,
     control_lift: Vec<String>,
+    undo_enabled: Option<bool>,
 }
 
 struct Loader<'o> {
@@ -440,6 +441,9 @@ impl<'o> Loader<'o> {
                 m.redact_env.push(name);
             }
         }
+        if layer.undo_enabled.is_some() {
+            m.undo_enabled = layer.undo_enabled;
+        }
         if let Some((lifted, _)) = layer.control_lift {
             for p in lifted {
                 if !m.control_lift.contains(&p) {
@@ -583,6 +587,7 @@ impl<'o> Loader<'o> {
             },
             credentials,
             control_lift,
+            undo_enabled: m.undo_enabled.unwrap_or(true),
         })
     }
 }

@@ -278,6 +278,14 @@ pub struct Config {
     /// may write after all, absolute. Only the user's own files may lift one.
     #[serde(default)]
     pub control_lift: Vec<PathBuf>,
+    /// `undo.enabled` (default true): sandboxed runs in a git project keep what they change
+    /// for `pinfold undo`. Any layer may set it; the last one wins.
+    #[serde(default = "yes")]
+    pub undo_enabled: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// `[audit]`: whether decisions are recorded in the ledger, and what to redact there.

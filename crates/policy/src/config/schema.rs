@@ -40,6 +40,8 @@ struct PolicyFile {
     audit: AuditFile,
     #[serde(default)]
     control: ControlFile,
+    #[serde(default)]
+    undo: UndoFile,
     /// Named secrets the egress proxy can inject for an endpoint. Only the user's own
     /// configuration or a `-c` file may define them, not a project file.
     #[serde(default)]
@@ -76,6 +78,17 @@ struct ControlFile {
     /// lift one, not a project file.
     #[serde(default)]
     lift: Vec<String>,
+}
+
+/// Undo: what sandboxed commands change in a git project is kept for `pinfold undo`.
+#[derive(JsonSchema, Default)]
+#[schemars(deny_unknown_fields)]
+#[allow(dead_code)]
+struct UndoFile {
+    /// Keep what sandboxed commands change (default true). Off, commands that destroy broadly
+    /// ask, as they do outside a git repository.
+    #[serde(default)]
+    enabled: Option<bool>,
 }
 
 /// The audit ledger: whether decisions are recorded, and which secrets to redact there.

@@ -1150,6 +1150,24 @@ fn audit_keys_are_checked() {
     assert!(msg.contains("not an environment variable name"), "{msg}");
 }
 
+#[test]
+fn undo_is_on_unless_a_layer_turns_it_off() {
+    let env = Env::new();
+    assert!(load(&env.opts("proj")).unwrap().undo_enabled);
+    write(&env.root, "home/.config/pinfold/config.toml", "[undo]\nenabled = false\n");
+    assert!(!load(&env.opts("proj")).unwrap().undo_enabled);
+    // The last layer that says wins, a project file too.
+    write(&env.root, "proj/pinfold.toml", "[undo]\nenabled = true\n");
+    assert!(load(&env.opts("proj")).unwrap().undo_enabled);
+    let (line, col, msg, hint) = invalid(toml("[undo]\nenable = false\n"));
+    assert_eq!((line, col), (2, 1));
+    assert!(msg.contains("unknown key `enable`"), "{msg}");
+    assert_eq!(hint.as_deref(), Some("did you mean `enabled`?"));
+    let (line, col, msg, _) = invalid(toml("[undo]\nenabled = 'no'\n"));
+    assert_eq!((line, col), (2, 11));
+    assert!(msg.contains("a boolean"), "{msg}");
+}
+
 // --- network: hosts, upstream roots, endpoints, credentials -----------------------------------
 
 // address-literal: never connected (configuration parsed only)
