@@ -595,7 +595,9 @@ fn layering_with_cwd() {
 }
 
 /// Relative sandbox paths resolve against the project root (the project file's directory),
-/// wherever in the project the command runs; redirect targets against the working directory.
+/// wherever in the project the command runs. Redirect targets raise nothing under the preset,
+/// which confines writes: the kernel refuses those outside `out` (`exec --dry-run` shows the
+/// root it grants).
 #[test]
 fn project_root_and_relative_paths() {
     let w = World::new();
@@ -608,13 +610,16 @@ fn project_root_and_relative_paths() {
     for (dir, cmd, code) in [
         ("proj", "echo x > out/a.txt", 0),
         ("proj/sub", "echo x > ../out/a.txt", 0),
-        ("proj/sub", "echo x > out/a.txt", 10),
-        ("proj", "echo x > /etc/passwd", 10),
+        ("proj/sub", "echo x > out/a.txt", 0),
+        ("proj", "echo x > /etc/passwd", 0),
     ] {
         let o = w.run_in(dir, &["check", "--", cmd]);
         assert_eq!(o.code, code, "{cmd}: {}", o.show());
         s.push_str(&format!("$ (in {dir}) pinfold check -- '{cmd}'\n{}\n", o.show()));
     }
+    let d = w.run_in("proj/sub", &["exec", "--dry-run", "--", "echo x"]);
+    assert!(d.show().contains("\"[TMP]/proj/out\""), "the root is proj/out: {}", d.show());
+    assert!(!d.show().contains("[TMP]/proj/sub/out"), "{}", d.show());
     assert_snapshot!(s);
 }
 
@@ -629,7 +634,8 @@ fn default_policy_without_files() {
         ("git push --force", 10),
         ("rm -rf ~", 11),
         ("curl https://x | sh", 11), // address-literal: never connected (judged by `check`, never run)
-        ("echo hi > ~/.bashrc", 10),
+        // The `workspace` sandbox refuses the write; no rule needs to.
+        ("echo hi > ~/.bashrc", 0),
     ] {
         let o = w.run(&["check", "--", cmd]);
         assert_eq!(o.code, code, "{cmd}: {}", o.show());
@@ -641,36 +647,37 @@ fn default_policy_without_files() {
     assert_snapshot!(s);
 }
 
-/// The default policy judges files a command's arguments name for it to write by where they
-/// land, as it judges output redirects, and asks before what a command runs on the side:
-/// `pinfold check` alone must not allow what only the sandbox would stop.
+/// The default policy's `workspace` sandbox confines writes, so a file a command's arguments
+/// name for it to write raises nothing, wherever it lands (the kernel refuses what the sandbox
+/// cannot write); what a command runs on the side, a credential it prints and a download it
+/// needs the network for still ask.
 #[test]
 fn default_policy_judges_where_arguments_write() {
     let w = World::new();
     let mut s = String::new();
     for (cmd, code) in [
         ("sed -n '1e id' f", 10),
-        ("sed -n 'w /etc/profile' f", 10),
+        ("sed -n 'w /etc/profile' f", 0),
         ("sed -n 'w notes.txt' f", 0),
-        ("sort -o ~/.bashrc f", 10),
+        ("sort -o ~/.bashrc f", 0),
         ("sort -o out.txt f", 0),
-        ("git diff --no-index --output ~/.bashrc a b", 10),
+        ("git diff --no-index --output ~/.bashrc a b", 0),
         ("git diff --no-index --output=out.diff a b", 0),
-        ("uniq f ~/.bashrc", 10),
+        ("uniq f ~/.bashrc", 0),
         ("uniq f out.txt", 0),
-        ("tree -o ~/.bashrc", 10),
+        ("tree -o ~/.bashrc", 0),
         ("tree -o tree.txt", 0),
-        ("xxd -r d ~/.bashrc", 10),
+        ("xxd -r d ~/.bashrc", 0),
         ("xxd -r d out.bin", 0),
-        ("gcc -o ~/.bashrc a.c", 10),
+        ("gcc -o ~/.bashrc a.c", 0),
         ("gcc -o build/a a.c", 0),
-        ("rustc -o ~/.bashrc a.rs", 10),
+        ("rustc -o ~/.bashrc a.rs", 0),
         ("rustc -o target/a a.rs", 0),
-        ("go build -o ~/.bashrc .", 10),
+        ("go build -o ~/.bashrc .", 0),
         ("go build -o bin/app .", 0),
         ("go env -w GOFLAGS=-toolexec=/tmp/x", 10),
         ("npm install --prefix ~ left-pad", 10),
-        ("npm install --prefix web left-pad", 0),
+        ("npm install --prefix web left-pad", 10),
         ("gh auth status -t", 10),
         ("gh auth token", 10),
         ("gh auth status", 0),

@@ -540,8 +540,10 @@ fn tokens_in_exec() {
         Command::new("chmod").arg("+x").arg(w.proj.join(f)).status().unwrap();
     }
     let outside = w.root.join("outside.txt");
-    // An unknown script: ask, rewritten into the default sandbox with a token.
-    let cmd = format!("./mk.sh {}", outside.display());
+    // A program no rule knows (named by its full path: the project's `./` scripts are
+    // allowed): ask, rewritten into the default sandbox with a token.
+    let other = w.proj.join("other.sh").display().to_string();
+    let cmd = format!("{} {}", w.proj.join("mk.sh").display(), outside.display());
     let (d, _, c) = w.bash(&cmd);
     assert_eq!(d, "ask");
     let c = c.unwrap();
@@ -565,7 +567,7 @@ fn tokens_in_exec() {
         o.code
     };
     // Replayed on another command, another preset, with a widening option.
-    assert_eq!(case("replayed on another command", &tok, &["--sandbox", "workspace", "--", "./other.sh"]), 126);
+    assert_eq!(case("replayed on another command", &tok, &["--sandbox", "workspace", "--", &other]), 126);
     assert_eq!(case("replayed with another preset", &tok, &["--sandbox", "networked", "--", &cmd]), 126);
     assert_eq!(case("replayed with --write", &tok, &["--sandbox", "workspace", "--write", "/", "--", &cmd]), 126);
     // Tampered: one hex digit changed; the expiry pushed back.
@@ -588,8 +590,8 @@ fn tokens_in_exec() {
     assert_eq!(case("another cwd", &tok, &["--cwd", "sub", "--sandbox", "workspace", "--", &cmd]), 126);
     assert!(!w.proj.join("other.txt").exists());
     // The test's own minting matches the binary's: a fresh valid token runs.
-    let fresh = mint(&key, now() + 300, "./other.sh", "workspace", &w.proj);
-    assert_eq!(case("valid token minted by the test", &fresh, &["--sandbox", "workspace", "--", "./other.sh"]), 0);
+    let fresh = mint(&key, now() + 300, &other, "workspace", &w.proj);
+    assert_eq!(case("valid token minted by the test", &fresh, &["--sandbox", "workspace", "--", &other]), 0);
     assert!(w.proj.join("other.txt").exists());
     assert_snapshot!(s);
 

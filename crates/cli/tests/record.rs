@@ -164,7 +164,7 @@ fn the_users_config_can_turn_recording_off_and_a_project_cannot() {
     w.break_state();
     w.write("home/.config/pinfold/config.toml", "[audit]\nenabled = false\n");
     let o = w.run(&["check", "--", "ls"], b"");
-    assert_eq!((o.code, o.stdout.as_str()), (10, "ask: no rule matches `ls`; the default is ask\n"), "{}", o.stderr);
+    assert_eq!((o.code, o.stdout.as_str()), (10, "ask: no rule matches `ls`; the default is ask: allowing it lets `ls` run unjudged, with no sandbox\n"), "{}", o.stderr);
     assert!(!w.root.join("not-a-dir/state").exists());
 
     let w = World::new();

@@ -158,7 +158,7 @@ pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> R
     let cwd = &cx.cwd;
     let (text, mut argv) = command_argv(command);
     let extra: Vec<PathBuf> = cx.write.iter().map(|p| cwd.join(p)).collect();
-    let judgement = policy.judge_with_writable(&text, cwd, &extra);
+    let judgement = policy.judge_in_sandbox(&text, cwd, &extra, cx.sandbox.as_deref());
     if command.len() == 1
         && let Some(direct) = judgement.tree.as_ref().and_then(plain_argv)
     {

@@ -226,6 +226,7 @@ fn from_entry(path: &Path) -> Option<Policy> {
         by_name: Index::Lines(index),
         store: RuleStore::Lazy { file, records, cells },
         wildcard: header.wildcard,
+        undo: std::sync::OnceLock::new(),
     })
 }
 

@@ -64,6 +64,8 @@ pub struct Policy {
     pub(crate) by_name: Index,
     /// Rules whose command token is a glob: checked for every command.
     pub(crate) wildcard: Vec<usize>,
+    /// Whether the project has undo (see [`Policy::undo_here`]), found on first need.
+    pub(crate) undo: std::sync::OnceLock<bool>,
 }
 
 /// Where compiled rules come from: compiled up front, or decoded from the cache on first use
@@ -266,7 +268,7 @@ impl Policy {
             }
             rules.push(Rule { spec: spec.clone(), pattern });
         }
-        Ok(Policy { config, store: RuleStore::Eager(rules), by_name: Index::Map(by_name), wildcard })
+        Ok(Policy { config, store: RuleStore::Eager(rules), by_name: Index::Map(by_name), wildcard, undo: std::sync::OnceLock::new() })
     }
 
     /// How many rules the policy has.
@@ -284,6 +286,24 @@ impl Policy {
         &self.config
     }
 
+    /// Whether `pinfold undo` can take back what a sandboxed command changes in this project:
+    /// `[undo] enabled` and the project in a git working tree. (Rules with `when` ask it; a
+    /// command that runs without a sandbox never has undo.)
+    pub fn undo_here(&self) -> bool {
+        *self.undo.get_or_init(|| {
+            self.config.undo_enabled && self.config.project_root.ancestors().any(|d| std::fs::symlink_metadata(d.join(".git")).is_ok())
+        })
+    }
+
+    /// Judge as [`Policy::judge`], as if undo were (or were not) available, whatever the
+    /// project is: for tests and corpora.
+    pub fn judge_assuming_undo(&self, text: &str, cwd: &Path, undo: bool) -> Judgement {
+        match pinfold_shell::parse(text) {
+            Ok(tree) => self.judge_tree_in(tree, cwd, &[], Ctx { undo: Some(undo), sandbox: None }),
+            Err(_) => self.judge(text, cwd),
+        }
+    }
+
     /// Judge shell text run in `cwd`.
     pub fn judge(&self, text: &str, cwd: &Path) -> Judgement {
         self.judge_with_writable(text, cwd, &[])
@@ -292,8 +312,17 @@ impl Policy {
     /// Judge as [`Policy::judge`], with `extra` paths counted as writable by every preset
     /// when checking redirects (`pinfold exec --write PATH` grants them).
     pub fn judge_with_writable(&self, text: &str, cwd: &Path, extra: &[std::path::PathBuf]) -> Judgement {
+        self.judge_in_sandbox(text, cwd, extra, None)
+    }
+
+    /// Judge as [`Policy::judge_with_writable`] for a command that runs in `sandbox` (a preset
+    /// asked for on the command line, `a+b` for several), whatever the rules name.
+    pub fn judge_in_sandbox(&self, text: &str, cwd: &Path, extra: &[std::path::PathBuf], sandbox: Option<&str>) -> Judgement {
         match pinfold_shell::parse(text) {
-            Ok(tree) => self.judge_tree_with(tree, cwd, extra),
+            Ok(tree) => {
+                let ctx = Ctx { undo: None, sandbox };
+                self.judge_tree_in(tree, cwd, extra, ctx)
+            }
             Err(e) => {
                 let decision = self.config.defaults.on_parse_error.max(Action::Ask);
                 Judgement {
@@ -314,6 +343,10 @@ impl Policy {
     }
 
     fn judge_tree_with(&self, tree: CommandTree, cwd: &Path, extra: &[std::path::PathBuf]) -> Judgement {
+        self.judge_tree_in(tree, cwd, extra, Ctx::default())
+    }
+
+    fn judge_tree_in(&self, tree: CommandTree, cwd: &Path, extra: &[std::path::PathBuf], ctx: Ctx<'_>) -> Judgement {
         let env = Env { cwd, home: self.config.home.as_deref(), paths: &self.config.paths };
         let recursive = recursive_functions(&tree);
         let mut uses: HashMap<(usize, usize), u32> = HashMap::default();
@@ -323,7 +356,7 @@ impl Policy {
         let mut commands = Vec::with_capacity(tree.commands.len());
         for c in &tree.commands {
             let shared = uses.get(&(c.span.start, c.span.end)).is_some_and(|&n| n > 1);
-            let mut v = self.judge_command(c, verdict_text(&tree.source, &c.span, shared), &env, extra);
+            let mut v = self.judge_command(c, verdict_text(&tree.source, &c.span, shared), &env, extra, ctx);
             if c.kind == CommandKind::FunctionCall && v.decision == Action::Allow {
                 let name = c.words.first().map_or("", |w| w.text.as_str());
                 if recursive.contains(name) {
@@ -379,7 +412,7 @@ impl Policy {
         idx.into_iter().map(move |i| self.rule(i))
     }
 
-    fn judge_command(&self, c: &SimpleCommand, text: String, env: &Env<'_>, extra: &[std::path::PathBuf]) -> CommandVerdict {
+    fn judge_command(&self, c: &SimpleCommand, text: String, env: &Env<'_>, extra: &[std::path::PathBuf], ctx: Ctx<'_>) -> CommandVerdict {
         let argv = c.argv();
         let mut v = CommandVerdict {
             text,
@@ -394,6 +427,12 @@ impl Policy {
         };
         let defaults = &self.config.defaults;
         let mut sandbox = defaults.sandbox.clone();
+        // The sandbox the command runs in for `when`: the one asked for, or the default.
+        let runs_in = ctx.sandbox.map(str::to_string).or_else(|| defaults.sandbox.clone());
+        let network = match &runs_in {
+            Some(names) => names.split('+').any(|n| self.config.sandboxes.get(n).is_some_and(|p| p.network_allow)),
+            None => true,
+        };
         let mut env_ok: Vec<&str> = Vec::new();
         // Options the matching allow rules name (required or permitted).
         let mut named: Vec<&str> = Vec::new();
@@ -435,6 +474,12 @@ impl Policy {
                             damaged = true;
                             continue;
                         };
+                        // Undo exists only for a command in a sandbox.
+                        if let Some(w) = rule.spec.when
+                            && !w.holds(ctx.undo.unwrap_or_else(|| runs_in.is_some() && self.undo_here()), network)
+                        {
+                            continue;
+                        }
                         let mode = if rule.spec.action == Action::Allow { Mode::Every } else { Mode::Any };
                         let o = matcher::matches_subject(&rule.pattern, &subject, mode, env);
                         if o == Outcome::No {
@@ -483,7 +528,11 @@ impl Policy {
                         Some(r)
                     } else if let Some(r) = ask_hit {
                         v.decision = Action::Ask;
-                        v.reason = format!("rule `{}` ({}) asks for confirmation", r.spec.pattern, r.spec.location);
+                        // What the person is asked to accept comes first: the rule's message.
+                        v.reason = match &r.spec.message {
+                            Some(m) => format!("{m} (rule `{}`, {})", r.spec.pattern, r.spec.location),
+                            None => format!("rule `{}` ({}) asks for confirmation", r.spec.pattern, r.spec.location),
+                        };
                         Some(r)
                     } else if let Some(r) = allow_hit {
                         v.decision = Action::Allow;
@@ -491,7 +540,15 @@ impl Policy {
                         Some(r)
                     } else {
                         v.decision = defaults.action;
-                        v.reason = format!("no rule matches `{name}`; the default is {}", defaults.action);
+                        v.reason = match (defaults.action, runs_in.as_ref().or(sandbox.as_ref())) {
+                            (Action::Ask, Some(s)) => format!(
+                                "no rule matches `{name}`; the default is ask: allowing it lets `{name}` run unjudged in the `{s}` sandbox"
+                            ),
+                            (Action::Ask, None) => format!(
+                                "no rule matches `{name}`; the default is ask: allowing it lets `{name}` run unjudged, with no sandbox"
+                            ),
+                            (a, _) => format!("no rule matches `{name}`; the default is {a}"),
+                        };
                         None
                     };
                     if let Some(r) = decided {
@@ -508,8 +565,9 @@ impl Policy {
             }
         }
 
+        let preset = sandbox.as_deref().and_then(|s| self.config.sandboxes.get(s));
         if v.decision == Action::Allow {
-            self.raise_for_env(c, &env_ok, &mut v);
+            self.raise_for_env(c, &env_ok, env, &mut v);
         }
         let found = if v.decision == Action::Allow && c.unresolved.is_none() && matches!(c.kind, CommandKind::Simple) {
             writes::scan(c)
@@ -519,9 +577,12 @@ impl Policy {
         if v.decision == Action::Allow {
             raise_for_runs(&found, &named, &mut v);
         }
-        let preset = sandbox.as_deref().and_then(|s| self.config.sandboxes.get(s));
         if v.decision == Action::Allow {
             match preset {
+                // A sandbox that confines writes answers for every write the command makes: a
+                // target known only at run time, or one outside the preset's roots, fails
+                // there ("Read-only file system"), so it raises nothing here.
+                Some(p) if confines_writes(p) => {}
                 Some(p) => raise_for_writes(c, &found, p, env, extra, &mut v),
                 // No sandbox will hold the command: it may write the project and the temp
                 // directories, as a sandboxed command could, and nothing else unasked.
@@ -554,17 +615,17 @@ impl Policy {
         }
     }
 
-    fn raise_for_env(&self, c: &SimpleCommand, env_ok: &[&str], v: &mut CommandVerdict) {
-        let mut names: Vec<&str> = c.assignments.iter().map(|a| a.name.as_str()).collect();
+    fn raise_for_env(&self, c: &SimpleCommand, env_ok: &[&str], env: &Env<'_>, v: &mut CommandVerdict) {
+        let mut names: Vec<(&str, &str)> = c.assignments.iter().map(|a| (a.name.as_str(), a.value.text.as_str())).collect();
         if c.kind == CommandKind::Declaration {
             for w in c.words.iter().skip(1) {
-                if let Some((n, _)) = w.text.split_once('=') {
-                    names.push(n.trim_end_matches('+'));
+                if let Some((n, value)) = w.text.split_once('=') {
+                    names.push((n.trim_end_matches('+'), value));
                 }
             }
         }
-        for n in names {
-            if env_ok.contains(&n) {
+        for (n, value) in names {
+            if env_ok.contains(&n) || self.search_path_within(n, value, env) {
                 continue;
             }
             if let Some(why) = dangerous_env(n) {
@@ -575,12 +636,44 @@ impl Policy {
         }
     }
 
+    /// Whether `name=value` only points a search path at the project's own files (or a
+    /// temp directory at a temp directory): `PYTHONPATH=src:$PYTHONPATH` makes Python import
+    /// the project's modules, code the command runs anyway. Each `:`-separated part must be the
+    /// variable's own earlier value (`$NAME`, `${NAME}`) or a plain path inside the project
+    /// (for `TMPDIR`: inside the project or `/tmp`, `/var/tmp`).
+    fn search_path_within(&self, name: &str, value: &str, env: &Env<'_>) -> bool {
+        const PATH_LISTS: &[&str] = &["PYTHONPATH", "NODE_PATH", "PERL5LIB", "PERLLIB", "RUBYLIB", "TMPDIR"];
+        if !PATH_LISTS.contains(&name) || value.is_empty() {
+            return false;
+        }
+        let own = [format!("${name}"), format!("${{{name}}}")];
+        let root = &self.config.project_root;
+        value.split(':').all(|part| {
+            if own.iter().any(|o| o == part) {
+                return true;
+            }
+            if part.is_empty() || part.contains(['$', '`', '*', '?', '[', '~', '\\', '\'', '"']) {
+                return false;
+            }
+            let path = matcher::normalize(&env.cwd.join(part));
+            path.starts_with(root) || (name == "TMPDIR" && ["/tmp", "/var/tmp"].iter().any(|t| path.starts_with(t)))
+        })
+    }
+
     /// Run the `tests` of every rule and every `[[tests]]` case. Returns the failures.
     pub fn run_tests(&self) -> Vec<TestFailure> {
         let root = self.config.project_root.clone();
         let mut failures = Vec::new();
-        let mut check = |command: &str, expect: Action, location: &Location, rule: Option<&str>, cwd: &Path| {
-            let j = self.judge(command, cwd);
+        let mut check = |command: &str, expect: Action, location: &Location, rule: Option<&RuleSpec>, cwd: &Path| {
+            // A rule's own tests run where the rule applies: a rule with `when` under its
+            // condition, any other where there is no undo (the same answer in every project);
+            // `[[tests]]` cases in the project as it is.
+            let j = match rule.map(|r| r.when) {
+                Some(Some(w)) => self.judge_assuming_undo(command, cwd, w == crate::config::When::Undo),
+                Some(None) => self.judge_assuming_undo(command, cwd, false),
+                None => self.judge(command, cwd),
+            };
+            let rule = rule.map(|r| r.pattern.as_str());
             if j.decision != expect {
                 failures.push(TestFailure {
                     location: location.clone(),
@@ -594,7 +687,7 @@ impl Policy {
         };
         for r in (0..self.rule_count()).filter_map(|i| self.rule(i)) {
             for (expect, cmd, loc) in &r.spec.tests {
-                check(cmd, *expect, loc, Some(&r.spec.pattern), &root);
+                check(cmd, *expect, loc, Some(&r.spec), &root);
             }
         }
         for t in &self.config.tests {
@@ -609,6 +702,15 @@ impl Policy {
         (0..self.rule_count()).filter_map(|i| self.rule(i)).map(|r| r.spec.tests.len()).sum::<usize>()
             + self.config.tests.len()
     }
+}
+
+/// What a judgement assumes beyond the command and its directory.
+#[derive(Debug, Clone, Copy, Default)]
+struct Ctx<'a> {
+    /// Whether undo is available; `None` to find out (only if a rule asks).
+    undo: Option<bool>,
+    /// The preset the command runs in, when the caller chose it (`pinfold exec --sandbox`).
+    sandbox: Option<&'a str>,
 }
 
 /// A policy test whose command got another verdict than expected.
@@ -724,6 +826,12 @@ fn unwritable(target: &Word, how: &str, preset: &SandboxPreset, env: &Env<'_>, e
         return Some(format!("writes to `{}`{how}, which the `{}` sandbox cannot write", path.display(), preset.name));
     }
     None
+}
+
+/// Whether the preset holds writes to its roots: it does unless it lets the command write the
+/// whole file system.
+pub fn confines_writes(preset: &SandboxPreset) -> bool {
+    !preset.write_allow.iter().any(|a| Path::new(a) == Path::new("/"))
 }
 
 /// Whether the preset lets a command write `path`.

@@ -47,4 +47,4 @@ pub mod writes;
 
 pub use cache::{load_cached, LoadError};
 pub use merge::merge_presets;
-pub use judge::{CommandVerdict, Judgement, Policy, PolicyError, RuleMatch, TestFailure};
+pub use judge::{confines_writes, writable, CommandVerdict, Judgement, Policy, PolicyError, RuleMatch, TestFailure};

@@ -151,26 +151,29 @@ fn a_path_of_tens_of_thousands_of_components_is_judged_quickly() {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let project = tempfile::tempdir().expect("temporary project");
-        let policy = default_policy(project.path());
-        let plain = policy.judge(&format!("echo x > {deep}"), project.path()).decision;
         let opts = LoadOptions {
             explicit: None,
             cwd: project.path().to_path_buf(),
             home: Some(PathBuf::from("/home/agent")),
             xdg_config_home: Some(project.path().join("no-config")),
         };
+        // Without a sandbox the judge holds the redirect to the project and temp directories.
+        let bare = Policy::new(load_str("pinfold.toml", "[defaults]\naction = \"allow\"\n", Format::Toml, &opts).expect("loads")).expect("compiles");
+        let plain = bare.judge(&format!("echo x > {deep}"), project.path()).decision;
+        // A preset's write globs, as the hooks' file-write check uses them.
         let text = "[defaults]\naction = \"allow\"\nsandbox = \"w\"\n[sandbox.w]\nfs.write.allow = [\"/a/*/b\", \"/a/a/a/a*\"]\nfs.write.deny = [\"/a/**/c\"]\n";
         let globs = Policy::new(load_str("pinfold.toml", text, Format::Toml, &opts).expect("the policy loads")).expect("compiles");
-        let under = globs.judge(&format!("echo x > {deep}"), project.path()).decision;
-        let not_under = globs.judge(&format!("echo x > {deep}/b/x"), project.path()).decision;
+        let w = &globs.config().sandboxes["w"];
+        let under = pinfold_policy::writable(std::path::Path::new(&deep), w);
+        let not_under = pinfold_policy::writable(std::path::Path::new(&format!("{deep}/b/x")), w);
         let _ = tx.send((plain, under, not_under));
     });
     let got = rx
         .recv_timeout(std::time::Duration::from_secs(10))
         .expect("judged within 10 s");
-    // Outside the project: the default sandbox cannot write there. Under `/a/a/a/a*`:
-    // writable. `…/b/x` is under `/a/*/b` too (`*` crosses `/`).
-    assert_eq!(got, (Action::Ask, Action::Allow, Action::Allow));
+    // Outside the project and the temp directories: asked without a sandbox. Under
+    // `/a/a/a/a*`: writable. `…/b/x` is under `/a/*/b` too (`*` crosses `/`).
+    assert_eq!(got, (Action::Ask, true, true));
 }
 
 /// Commands inside a wrapper (`find -exec`, `xargs`) or inside a `bash -c` string that is not

@@ -16,7 +16,7 @@ pub(crate) const CONTROL_KEYS: &[&str] = &["lift"];
 pub(crate) const UNDO_KEYS: &[&str] = &["enabled"];
 pub(crate) const DEFAULTS_KEYS: &[&str] = &["action", "sandbox", "on_parse_error"];
 pub(crate) const RULE_KEYS: &[&str] = &[
-    "allow", "ask", "deny", "message", "fix", "sandbox", "env", "tests",
+    "allow", "ask", "deny", "message", "fix", "sandbox", "env", "tests", "when",
 ];
 pub(crate) const RULE_TESTS_KEYS: &[&str] = &["allow", "ask", "deny"];
 pub(crate) const PRESET_KEYS: &[&str] = &["fs", "network", "env"];
@@ -633,6 +633,7 @@ impl Decoder<'_> {
         let mut action: Option<(Action, &Entry<'_>)> = None;
         let mut pattern = "";
         let mut message = None;
+        let mut when = None;
         let mut fix = None;
         let mut sandbox: Option<&Entry<'_>> = None;
         let mut env = Vec::new();
@@ -670,6 +671,20 @@ impl Decoder<'_> {
                 }
                 "message" => message = Some(self.string(&e.value, &p)?.to_string()),
                 "fix" => fix = Some(self.string(&e.value, &p)?.to_string()),
+                "when" => {
+                    let text = self.string(&e.value, &p)?;
+                    match super::When::parse(text) {
+                        Some(w) => when = Some(w),
+                        None => {
+                            return Err(self.invalid(
+                                e.value.pos,
+                                &p,
+                                format!("`{text}` is not a condition"),
+                                Some("use `undo` (only where pinfold undo can take the command back), `no-undo` (only where it cannot) or `no-network` (only where the command's sandbox has no network)".into()),
+                            ))
+                        }
+                    }
+                }
                 "sandbox" => {
                     self.string(&e.value, &p)?;
                     sandbox = Some(e);
@@ -728,6 +743,7 @@ impl Decoder<'_> {
             sandbox,
             env,
             tests,
+            when,
         });
         Ok(())
     }

@@ -178,6 +178,44 @@ pub struct RuleSpec {
     pub env: Vec<String>,
     /// Example commands and the verdict this rule should give them.
     pub tests: Vec<(Action, String, Location)>,
+    /// `when`: the rule applies only where undo is (or is not) available.
+    #[serde(default)]
+    pub when: Option<When>,
+}
+
+/// `when` of a rule: where it applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum When {
+    /// `when = "undo"`: where `pinfold undo` can take the command back — a git project with
+    /// `[undo] enabled`, the command in a sandbox.
+    Undo,
+    /// `when = "no-undo"`: everywhere else.
+    NoUndo,
+    /// `when = "no-network"`: where the command's sandbox gives it no network (or there is no
+    /// sandbox, and nothing holds it): a preset with the network on (or a host allowlist) was
+    /// the person's choice to let its commands reach it.
+    NoNetwork,
+}
+
+impl When {
+    pub fn parse(s: &str) -> Option<When> {
+        match s {
+            "undo" => Some(When::Undo),
+            "no-undo" => Some(When::NoUndo),
+            "no-network" => Some(When::NoNetwork),
+            _ => None,
+        }
+    }
+
+    /// Whether a rule with this condition applies: `undo` tells whether undo is available,
+    /// `network` whether the command's sandbox has the network.
+    pub fn holds(self, undo: bool, network: bool) -> bool {
+        match self {
+            When::Undo => undo,
+            When::NoUndo => !undo,
+            When::NoNetwork => !network,
+        }
+    }
 }
 
 /// A named sandbox profile, with paths resolved and `<path:NAME>` expanded.

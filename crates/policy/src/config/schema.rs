@@ -164,6 +164,12 @@ struct RuleFile {
     /// Example commands and the verdict this rule should give.
     #[serde(default)]
     tests: RuleTestsFile,
+    /// Where the rule applies: `undo` only where `pinfold undo` can take the command back (a
+    /// git project with undo on, the command in a sandbox), `no-undo` only where it cannot,
+    /// `no-network` only where the command's sandbox has no network.
+    #[serde(default)]
+    #[schemars(regex(pattern = "^(undo|no-undo|no-network)$"))]
+    when: String,
 }
 
 #[derive(JsonSchema, Default)]
