@@ -175,8 +175,8 @@ fn exit_126_for_denied_and_asked(u: User) {
     );
     // An unknown command is `ask` under the default policy: exec cannot ask, so 126, not run.
     let marker = fx.proj.join("asked-ran");
-    // (`truncate` has no rule in the default policy; interpreters with a script are allowed.)
-    let r = fx.exec(&[], &["truncate".into(), "-s".into(), "0".into(), Fx::s(&marker)]);
+    // (`fallocate` has no rule in the default policy; interpreters with a script are allowed.)
+    let r = fx.exec(&[], &["fallocate".into(), "-l".into(), "1".into(), Fx::s(&marker)]);
     expect_code(
         &fx,
         &r,
