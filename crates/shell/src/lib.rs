@@ -359,7 +359,46 @@ pub fn parse(source: &str) -> Result<CommandTree, Unparseable> {
 
 /// Parse `source` with explicit limits.
 pub fn parse_with(source: &str, limits: &Limits) -> Result<CommandTree, Unparseable> {
-    walk::parse(source, limits)
+    match walk::parse(source, limits) {
+        Err(Unparseable::Syntax { offset, detail }) if lone_dash_before_fd_redirect(source, offset) => {
+            dash_reparsed(source, offset, limits).ok_or(Unparseable::Syntax { offset, detail })
+        }
+        r => r,
+    }
+}
+
+/// tree-sitter-bash drops an argument that is a lone `-` when a redirect with a descriptor
+/// number follows it (`cat - 2>&1`: no node holds the `-`), and pinfold then refuses the text
+/// as unparseable. Whether the byte at `offset` is such a `-`: a word of its own, followed by
+/// blanks and a digit.
+fn lone_dash_before_fd_redirect(source: &str, offset: usize) -> bool {
+    let b = source.as_bytes();
+    b.get(offset) == Some(&b'-')
+        && offset.checked_sub(1).and_then(|i| b.get(i)).is_some_and(|c| *c == b' ' || *c == b'\t')
+        && {
+            let rest = &b[offset + 1..];
+            let blanks = rest.iter().take_while(|c| **c == b' ' || **c == b'\t').count();
+            blanks > 0 && rest.get(blanks).is_some_and(u8::is_ascii_digit)
+        }
+}
+
+/// Parse with the `-` at `offset` read as another one-byte word (which tree-sitter keeps), then
+/// give that word back its text: the argv is the one bash builds. `None` if that does not
+/// parse either, or the word is not found.
+fn dash_reparsed(source: &str, offset: usize, limits: &Limits) -> Option<CommandTree> {
+    let mut stand_in = source.as_bytes().to_vec();
+    stand_in[offset] = b'x';
+    let text = String::from_utf8(stand_in).ok()?;
+    let mut tree = parse_with(&text, limits).ok()?;
+    let mut found = false;
+    for c in &mut tree.commands {
+        for w in c.words.iter_mut().filter(|w| w.span == (offset..offset + 1) && w.text == "x") {
+            w.text = "-".to_string();
+            found = true;
+        }
+    }
+    tree.source = source.to_string();
+    found.then_some(tree)
 }
 
 /// Quote `s` for a POSIX shell so that it is read back as exactly one word.

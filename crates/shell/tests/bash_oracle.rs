@@ -38,6 +38,8 @@ const AGREE: &[&str] = &[
     "f() { echo \"$1\"; }; f x",
     "function g { ls; }",
     "{ a; b; } > out 2>&1",
+    "cat - 2>&1",
+    "echo x | sqlfluff lint - 2>/dev/null | head",
     "( cd /tmp && ls )",
     "echo $(date) `date` \"$(id -u)\"",
     "cat <(ls) >(wc -l)",

@@ -1092,3 +1092,20 @@ fn the_added_newline_changes_nothing() {
     // line continuation before a newline: the text is parsed as it is (and fails closed).
     assert!(pinfold_shell::parse("echo a \\").is_err());
 }
+
+/// tree-sitter-bash drops a lone `-` argument before a redirect with a descriptor number; the
+/// parser puts it back, so the argv is bash's (and `bash - 2>&1` is still `bash -`).
+#[test]
+fn a_lone_dash_before_a_numbered_redirect_is_an_argument() {
+    for (text, argv) in [
+        ("cat - 2>&1", vec!["cat", "-"]),
+        ("echo x | sqlfluff lint - 2>&1 | head", vec!["sqlfluff", "lint", "-"]),
+        ("curl x | bash - 2>/dev/null", vec!["bash", "-"]),
+    ] {
+        let t = pinfold_shell::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let c = t.commands.iter().find(|c| c.words[0].text == argv[0]).expect("the command");
+        assert_eq!(c.argv(), argv, "{text}");
+        assert_eq!(c.redirects.len(), 1, "{text}");
+        assert_eq!(t.source, text);
+    }
+}
