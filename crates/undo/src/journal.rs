@@ -80,13 +80,15 @@ pub struct Journal {
     linked: Vec<((u64, u64), PathBuf)>,
     /// Paths changed, for the summary.
     changed: Vec<PathBuf>,
+    /// Bytes of the files kept (copies and hard links alike: a link keeps its file's blocks).
+    kept_bytes: u64,
     /// Held shared for the run: an undo waits for no run, it refuses while one holds it.
     _lock: Option<File>,
 }
 
 impl Journal {
     pub(crate) fn new(root: PathBuf, tree: Tree, run_dir: PathBuf, meta: Meta, keep: Keep, lock: Option<File>) -> Journal {
-        Journal { root, tree, run_dir, meta, keep, file: None, n: 0, seen: HashSet::new(), linked: Vec::new(), changed: Vec::new(), _lock: lock }
+        Journal { root, tree, run_dir, meta, keep, file: None, n: 0, seen: HashSet::new(), linked: Vec::new(), changed: Vec::new(), kept_bytes: 0, _lock: lock }
     }
 
     /// The record's id.
@@ -223,11 +225,12 @@ impl Journal {
             let linked = link && at.link_to(&kept).is_ok();
             if linked {
                 let m = std::fs::symlink_metadata(&kept)?;
-                self.linked.push(((m.dev(), m.ino()), kept));
+                self.linked.push(((m.dev(), m.ino()), kept.clone()));
             } else if let Err(e) = at.read().and_then(|mut f| copy_into(&mut f, &kept)) {
                 let _ = std::fs::remove_file(&kept);
                 return Err(e);
             }
+            self.kept_bytes += std::fs::symlink_metadata(&kept).map(|m| m.len()).unwrap_or(0);
         }
         let entry = Entry { n, t: now_ns(), path: crate::Bytes::from_path(&rel), pre };
         let mut line = serde_json::to_vec(&entry).map_err(std::io::Error::other)?;
@@ -266,7 +269,7 @@ impl Journal {
         // Not synced to disk: the record outlives a killed process (the page cache holds it),
         // and the bytes it keeps are not synced either; a power cut may lose the last ones.
         self.file = None;
-        let end = serde_json::json!({"ended_ns": now_ns().to_string(), "exit": exit, "changes": self.n});
+        let end = serde_json::json!({"ended_ns": now_ns().to_string(), "exit": exit, "changes": self.n, "kept_bytes": self.kept_bytes});
         std::fs::write(self.run_dir.join("end.json"), end.to_string()).map_err(|e| Error::io(Kind::Store, &self.run_dir, e))?;
         Ok(self.n as usize)
     }

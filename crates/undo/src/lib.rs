@@ -37,6 +37,10 @@ pub const STORE_NAME: &str = "pinfold-undo";
 /// Records kept: older ones are removed when a new one is made.
 pub const KEEP_RUNS: usize = 100;
 
+/// The bytes the records may keep, together: beyond it the oldest records go (the newest
+/// stays whatever its size).
+pub const KEEP_BYTES: u64 = 4 << 30;
+
 /// A path as bytes (paths need not be UTF-8): a string when it is UTF-8, else its bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -224,18 +228,30 @@ impl Store {
         }
     }
 
-    /// Remove the oldest records beyond [`KEEP_RUNS`].
+    /// Remove the oldest records beyond [`KEEP_RUNS`], and then while the records together
+    /// keep more than [`KEEP_BYTES`] (each record's size is in its `end.json`; the newest
+    /// record always stays).
     pub fn prune(&self) -> Result<usize, Error> {
-        let mut ids = self.ids()?;
-        if ids.len() <= KEEP_RUNS {
-            return Ok(0);
+        let ids = self.ids()?;
+        let mut keep = ids.len().min(KEEP_RUNS);
+        let mut total: u64 = 0;
+        for (i, id) in ids.iter().rev().enumerate().take(keep) {
+            total = total.saturating_add(self.kept_bytes(id));
+            if total > KEEP_BYTES && i > 0 {
+                keep = i;
+                break;
+            }
         }
-        let excess = ids.len() - KEEP_RUNS;
-        ids.truncate(excess);
-        for id in &ids {
+        let gone = ids.len() - keep;
+        for id in &ids[..gone] {
             let _ = std::fs::remove_dir_all(self.runs().join(id));
         }
-        Ok(excess)
+        Ok(gone)
+    }
+
+    fn kept_bytes(&self, id: &str) -> u64 {
+        let end: Option<serde_json::Value> = std::fs::read(self.runs().join(id).join("end.json")).ok().and_then(|b| serde_json::from_slice(&b).ok());
+        end.and_then(|e| e["kept_bytes"].as_u64()).unwrap_or(0)
     }
 
     /// Every record's id, oldest first.

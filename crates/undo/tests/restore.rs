@@ -223,3 +223,32 @@ fn the_journal_never_reads_through_a_link_planted_on_the_way() {
         }
     }
 }
+
+/// The records keep the newest 100 runs, and fewer when together they keep more than 4 GiB:
+/// the oldest go first, the newest always stays.
+#[test]
+fn the_oldest_records_go_first() {
+    let (_t, store) = project();
+    let root = store.root.clone();
+    for i in 0..(pinfold_undo::KEEP_RUNS + 3) {
+        let mut j = store.begin(&format!("run {i}"), &root).unwrap();
+        let p = root.join(format!("f{i}"));
+        j.before(&Change::Make { path: p.clone() }).unwrap();
+        std::fs::write(&p, "x").unwrap();
+        j.finish(Some(0)).unwrap();
+    }
+    assert_eq!(store.prune().unwrap(), 3);
+    let list = store.list().unwrap();
+    assert_eq!(list.len(), pinfold_undo::KEEP_RUNS);
+    assert_eq!(list[0].meta.command, "run 3");
+    // Sizes: pretend the three newest kept 2 GiB each.
+    for r in &list[list.len() - 3..] {
+        let end = r.dir.join("end.json");
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&end).unwrap()).unwrap();
+        v["kept_bytes"] = (2u64 << 30).into();
+        std::fs::write(&end, v.to_string()).unwrap();
+    }
+    store.prune().unwrap();
+    let left: Vec<String> = store.list().unwrap().into_iter().map(|r| r.meta.command).collect();
+    assert_eq!(left, vec![format!("run {}", pinfold_undo::KEEP_RUNS + 1), format!("run {}", pinfold_undo::KEEP_RUNS + 2)]);
+}
