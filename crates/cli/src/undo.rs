@@ -44,7 +44,7 @@ pub(crate) fn run(args: UndoArgs, dirs: &Dirs) -> Result<i32, Error> {
         None => std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?,
     };
     let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
-    let store = Store::locate(&cwd).map_err(undo_err)?;
+    let store = Store::locate(&cwd, dirs.state.as_deref()).map_err(undo_err)?;
     if args.list {
         return list(&store, args.json);
     }

@@ -69,6 +69,14 @@ fn pinfold(fx: &Fx, args: &[&str]) -> Run {
     run_cmd(fx.cmd(&argv), argv.join(" "), None, TIMEOUT)
 }
 
+/// Where pinfold keeps the project's undo records: its one store in the state directory.
+fn store(fx: &Fx) -> PathBuf {
+    let base = fx.env.get("PINFOLD_STATE_DIR").map(PathBuf::from).unwrap_or_else(|| fx.home.join(".local/state/pinfold")).join("undo");
+    let mut dirs: Vec<PathBuf> = fs::read_dir(&base).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    assert!(dirs.len() <= 1, "{}: one store: {dirs:?}", fx.label());
+    dirs.pop().unwrap_or_else(|| base.join("none"))
+}
+
 /// The project with sources, a script, and build output git ignores.
 fn populate(fx: &Fx) {
     fx.put(&fx.proj.join("src/a.rs"), "fn a() {}\n");
@@ -128,7 +136,7 @@ fn a_command_that_changes_nothing_leaves_no_record(u: User) {
     populate(&fx);
     let r = fx.exec(&[], &["cat README src/a.rs > /dev/null; ls -R . > /dev/null; git status --short > /dev/null".to_string()]);
     assert_eq!(r.code, Some(0), "{}", r.show());
-    let runs = fx.proj.join(".git/pinfold-undo/runs");
+    let runs = store(&fx).join("runs");
     let n = fs::read_dir(&runs).map(|d| d.count()).unwrap_or(0);
     assert_eq!(n, 0, "{}: no record for a run that changed nothing", fx.label());
     let l = pinfold(&fx, &["undo"]);
@@ -192,7 +200,7 @@ fn the_records_are_out_of_the_commands_reach(u: User) {
     populate(&fx);
     let r = fx.exec(&[], &["echo changed > notes.txt".to_string()]);
     assert_eq!(r.code, Some(0), "{}", r.show());
-    let store = fx.proj.join(".git/pinfold-undo");
+    let store = store(&fx);
     let snapshot = |p: &Path| -> Vec<(PathBuf, Vec<u8>)> {
         let mut v = Vec::new();
         let mut stack = vec![p.to_path_buf()];
@@ -211,18 +219,21 @@ fn the_records_are_out_of_the_commands_reach(u: User) {
     };
     let kept = snapshot(&store);
     assert!(kept.iter().any(|(_, b)| b == b"my notes\n"), "{}: the old notes are kept", fx.label());
-    let attack = "t 'list the records' 'ls -A .git/pinfold-undo | grep -q runs'\n\
-                  t 'read a kept file' 'cat .git/pinfold-undo/runs/*/kept/0 | grep -q notes'\n\
-                  t 'remove the records' 'rm -r .git/pinfold-undo/runs'\n\
-                  t 'rename the store away' 'mv .git/pinfold-undo .git/gone'\n\
-                  t 'plant a record' 'mkdir -p .git/pinfold-undo/runs/9 && echo {} > .git/pinfold-undo/runs/9/meta.json'\n";
-    let script = fx.sh_script("records", attack);
+    let s = Fx::s(&store);
+    let attack = format!(
+        "t 'list the records' 'ls -A {s} | grep -q runs'\n\
+         t 'read a kept file' 'cat {s}/runs/*/kept/0 | grep -q notes'\n\
+         t 'remove the records' 'rm -r {s}/runs'\n\
+         t 'rename the store away' 'mv {s} {s}.gone'\n\
+         t 'plant a record' 'mkdir -p {s}/runs/9 && echo {{}} > {s}/runs/9/meta.json'\n"
+    );
+    let script = fx.sh_script("records", &attack);
     // The control: the same script outside any sandbox reaches the records.
     let c = fx.control(&script);
     assert!(c.escaped().len() >= 3, "{}: the control reaches the records\n{}", fx.label(), c.show());
     // Put the store back as it was for the attack run.
     let _ = fs::remove_dir_all(&store);
-    let _ = fs::rename(fx.proj.join(".git/gone"), &store);
+    let _ = fs::rename(format!("{s}.gone"), &store);
     for (p, b) in &kept {
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(p, b).unwrap();
@@ -306,6 +317,9 @@ fn a_full_disk_fails_the_change_and_keeps_the_file(u: User) {
     };
     let big = vec![b'b'; (free * 6 / 10) as usize];
     fs::write(small.join("big.bin"), &big).unwrap();
+    // The records on the full file system too (the state directory), so that the copy the
+    // change needs cannot be made anywhere.
+    fx.env.insert("PINFOLD_STATE_DIR".into(), Fx::s(&small.join(".state")));
     fx.own();
     fx.cwd = small.clone();
     fx.config = Some(small.join("pinfold.toml"));
@@ -326,7 +340,7 @@ fn undo_turned_off_keeps_nothing(u: User) {
     fx.own();
     let r = fx.exec(&[], &["rm src/a.rs".to_string()]);
     assert_eq!(r.code, Some(0), "{}", r.show());
-    assert!(!fx.proj.join(".git/pinfold-undo/runs").exists(), "{}: nothing kept", fx.label());
+    assert!(!store(&fx).join("runs").exists(), "{}: nothing kept", fx.label());
     let un = pinfold(&fx, &["undo"]);
     assert_eq!(un.code, Some(1), "{}\n{}", fx.label(), un.show());
 }

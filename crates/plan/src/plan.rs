@@ -266,18 +266,18 @@ fn sandbox_policy(
     sp.write_deny.extend(control.protect.iter().cloned());
     // Undo: every change the command makes beneath the project is reported before it
     // happens and what it replaces kept (pinfold-undo), when the project is a git repository
-    // the sandbox may write. The records are neither writable nor readable inside: a command
-    // that could change them could change what an undo puts back, and they keep bytes of
-    // files a preset may hide.
-    let undo = if config.undo_enabled && sp.writable.iter().any(|w| root.starts_with(w)) { pinfold_undo::Store::locate(root).ok() } else { None };
-    if let Some(store) = &undo {
+    // the sandbox may write. The records are in pinfold's state directory, hidden and
+    // read-only in every sandbox (below): a command that could change them could change what
+    // an undo puts back.
+    let undo = if config.undo_enabled && sp.writable.iter().any(|w| root.starts_with(w)) {
+        pinfold_undo::Store::locate(root, dirs.state.as_deref()).ok()
+    } else {
+        None
+    };
+    if undo.is_some() {
         sp.watch.push(root.clone());
-        sp.write_deny.push(store.dir.clone());
     }
     sp.read_deny = paths(&preset.read_deny);
-    if let Some(store) = &undo {
-        sp.read_deny.push(store.dir.clone());
-    }
     sp.read_deny.extend(cx.deny_read.iter().map(|p| cwd.join(p)));
     sp.read_deny.extend(protect::engine_sockets(dirs));
     // The hook's key: a command that could read it could approve its own asks.

@@ -7,11 +7,12 @@
 //! a record of its own, so an undo can be undone ([`Store::redo`]). The cost follows what a
 //! command changes: a command that changes nothing costs no work per file of the project.
 //!
-//! The store lives in the repository's git directory (`.git/pinfold-undo`): on the project's
-//! file system, so a removed or replaced file is kept by a hard link rather than a copy, and
-//! out of the working tree, so `git status` does not show it. A project that is not a git
-//! repository has no undo ([`Store::locate`] says why). The design and its limits:
-//! `docs/design/undo.md`.
+//! The store lives in pinfold's state directory (`STATE/undo/KEY`, KEY a hash of the working
+//! tree's path), which no sandboxed command can read or write, whatever the repository's
+//! layout (a linked worktree or a submodule sees other git directories; a `.git` file can name
+//! any). A removed or replaced file is kept by a hard link when the state directory is on the
+//! project's file system, by a copy otherwise. A project that is not in a git working tree has
+//! no undo ([`Store::locate`] says why). The design and its limits: `docs/design/undo.md`.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::ffi::OsStrExt;
@@ -31,8 +32,8 @@ mod sys;
 pub use journal::{Entry, Journal, Pre};
 pub use restore::{Outcome, Restored};
 
-/// The store's directory name inside the git directory.
-pub const STORE_NAME: &str = "pinfold-undo";
+/// The stores' directory inside pinfold's state directory.
+pub const STORE_NAME: &str = "undo";
 
 /// Records kept: older ones are removed when a new one is made.
 pub const KEEP_RUNS: usize = 100;
@@ -136,9 +137,9 @@ pub(crate) fn now_ns() -> u128 {
 pub struct Store {
     /// The project's root (the working tree).
     pub root: PathBuf,
-    /// The working tree's own git directory.
+    /// The working tree's own git directory (its ignore rules and index).
     pub git_dir: PathBuf,
-    /// `git_dir/pinfold-undo`.
+    /// `STATE/undo/KEY`.
     pub dir: PathBuf,
 }
 
@@ -146,7 +147,10 @@ impl Store {
     /// The store of the git working tree holding `dir` (canonical): the nearest directory at
     /// or above it with a `.git` — a directory, or a file naming one (a linked worktree, a
     /// submodule). `Err` says why there is none.
-    pub fn locate(dir: &Path) -> Result<Store, Error> {
+    pub fn locate(dir: &Path, state: Option<&Path>) -> Result<Store, Error> {
+        let Some(state) = state else {
+            return Err(Error::new(Kind::Unavailable, "no state directory for undo records", Some("set PINFOLD_STATE_DIR, XDG_STATE_HOME or HOME")));
+        };
         let Some(root) = dir.ancestors().find(|d| std::fs::symlink_metadata(d.join(".git")).is_ok()) else {
             return Err(Error::new(
                 Kind::Unavailable,
@@ -167,22 +171,28 @@ impl Store {
             }
         };
         let root = root.to_path_buf();
-        let dir = git_dir.join(STORE_NAME);
-        Ok(Store { root: root.to_path_buf(), git_dir, dir })
+        let key: String = {
+            use sha2::Digest;
+            let h = sha2::Sha256::digest(root.as_os_str().as_bytes());
+            h[..16].iter().map(|b| format!("{b:02x}")).collect()
+        };
+        let dir = state.join(STORE_NAME).join(key);
+        Ok(Store { root, git_dir, dir })
     }
 
     fn runs(&self) -> PathBuf {
         self.dir.join("runs")
     }
 
-    /// Make the store (if it is not there yet), closed to other users.
+    /// Make the store (if it is not there yet), closed to other users, with the working
+    /// tree's path in `root` for a person looking.
     pub fn prepare(&self) -> Result<(), Error> {
         use std::os::unix::fs::DirBuilderExt;
-        match std::fs::DirBuilder::new().mode(0o700).create(&self.dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(Error::io(Kind::Store, &self.dir, e)),
+        if std::fs::symlink_metadata(&self.dir).is_ok_and(|m| m.is_dir()) {
+            return Ok(());
         }
+        std::fs::DirBuilder::new().mode(0o700).recursive(true).create(&self.dir).map_err(|e| Error::io(Kind::Store, &self.dir, e))?;
+        let _ = std::fs::write(self.dir.join("root"), self.root.as_os_str().as_bytes());
         Ok(())
     }
 

@@ -39,8 +39,8 @@ fn tree(root: &Path) -> BTreeMap<PathBuf, String> {
 
 fn project() -> (tempfile::TempDir, Store) {
     let t = tempfile::tempdir().unwrap();
-    let root = t.path().canonicalize().unwrap();
-    std::fs::create_dir(root.join(".git")).unwrap();
+    let root = t.path().canonicalize().unwrap().join("proj");
+    std::fs::create_dir_all(root.join(".git")).unwrap();
     std::fs::write(root.join(".gitignore"), "target/\n").unwrap();
     std::fs::create_dir_all(root.join("src/deep")).unwrap();
     std::fs::write(root.join("src/a.rs"), "fn a() {}").unwrap();
@@ -48,7 +48,7 @@ fn project() -> (tempfile::TempDir, Store) {
     std::fs::write(root.join("notes.txt"), "keep me").unwrap();
     std::fs::write(root.join("run.sh"), "echo hi").unwrap();
     std::os::unix::fs::symlink("src/a.rs", root.join("link")).unwrap();
-    let store = Store::locate(&root).unwrap();
+    let store = Store::locate(&root, Some(&t.path().join("state"))).unwrap();
     (t, store)
 }
 
@@ -178,7 +178,7 @@ fn overlapping_runs_unwind_in_the_order_their_changes_happened() {
 #[test]
 fn not_a_git_repository_has_no_undo() {
     let t = tempfile::tempdir().unwrap();
-    let e = Store::locate(t.path()).unwrap_err();
+    let e = Store::locate(t.path(), Some(t.path())).unwrap_err();
     assert_eq!(e.kind, Kind::Unavailable);
     assert!(e.message.contains("not in a git repository"), "{}", e.message);
 }
@@ -251,4 +251,20 @@ fn the_oldest_records_go_first() {
     store.prune().unwrap();
     let left: Vec<String> = store.list().unwrap().into_iter().map(|r| r.meta.command).collect();
     assert_eq!(left, vec![format!("run {}", pinfold_undo::KEEP_RUNS + 1), format!("run {}", pinfold_undo::KEEP_RUNS + 2)]);
+}
+
+/// The records belong to the working tree, not to the git directory its `.git` names: a
+/// directory whose `.git` file names another repository's git directory (a command can make
+/// one) gets records of its own, which an undo in that other repository never sees.
+#[test]
+fn records_follow_the_working_tree_not_the_git_directory() {
+    let (t, store) = project();
+    let nested = store.root.join("sub2");
+    std::fs::create_dir(&nested).unwrap();
+    std::fs::write(nested.join(".git"), format!("gitdir: {}\n", store.git_dir.display())).unwrap();
+    let other = Store::locate(&nested, Some(&t.path().join("state"))).unwrap();
+    assert_eq!(other.root, nested);
+    assert_eq!(other.git_dir, store.git_dir);
+    assert_ne!(other.dir, store.dir, "one store per working tree");
+    assert!(!store.dir.starts_with(&store.root) && !store.dir.starts_with(&store.git_dir), "the records are in the state directory");
 }
