@@ -25,6 +25,7 @@ both_users!(
     a_project_that_is_not_a_repository_has_no_undo,
     hook_rewritten_commands_are_undoable,
     undo_turned_off_keeps_nothing,
+    a_refused_change_to_a_protected_path_is_never_recorded,
 );
 // Mounting a small file system to fill needs root; the outcome does not depend on the user.
 only_user!(root: a_full_disk_fails_the_change_and_keeps_the_file);
@@ -343,4 +344,47 @@ fn undo_turned_off_keeps_nothing(u: User) {
     assert!(!store(&fx).join("runs").exists(), "{}: nothing kept", fx.label());
     let un = pinfold(&fx, &["undo"]);
     assert_eq!(un.code, Some(1), "{}\n{}", fx.label(), un.show());
+}
+
+/// A change the sandbox refuses (a swap with a hidden file, with a placeholder, with a control
+/// file) must not enter the records: an undo runs outside the sandbox and would carry it out,
+/// putting the hidden bytes where the next command reads them, or the command's file in the
+/// control file's place. The swap works outside any sandbox (the control).
+fn a_refused_change_to_a_protected_path_is_never_recorded(u: User) {
+    let fx = Fx::new(u, "refused_swap");
+    populate(&fx);
+    fx.put(&fx.proj.join("CLAUDE.md"), "the person's instructions\n");
+    fx.own();
+    let body = r#"import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+def swap(a, b):
+    r = libc.renameat2(-100, a.encode(), -100, b.encode(), 2)
+    print('swap', a, b, 'ok' if r == 0 else 'refused ' + os.strerror(ctypes.get_errno()))
+open('evil.md', 'w').write('planted')
+open('grab', 'w').write('bait')
+swap('grab', 'secret.txt')
+swap('evil.md', 'CLAUDE.md')
+swap('grab', '.env')
+"#;
+    let script = fx.py_script("swaps", body);
+    let c = fx.control(&script);
+    assert!(c.stdout.contains("swap grab secret.txt ok"), "{}: the control swaps\n{}", fx.label(), c.show());
+    // Back to the start for the attack run.
+    fs::write(fx.proj.join("secret.txt"), format!("{}\n", fx.token)).unwrap();
+    fs::write(fx.proj.join("CLAUDE.md"), "the person's instructions\n").unwrap();
+    for f in ["grab", "evil.md", ".env"] {
+        let _ = fs::remove_file(fx.proj.join(f));
+    }
+    fx.own();
+    let r = fx.exec(&[], &script);
+    assert!(r.stdout.contains("swap grab secret.txt refused"), "{}\n{}", fx.label(), r.show());
+    assert!(r.stdout.contains("swap evil.md CLAUDE.md refused"), "{}\n{}", fx.label(), r.show());
+    let journals: String = fs::read_dir(store(&fx).join("runs")).unwrap().flatten().map(|e| fs::read_to_string(e.path().join("journal")).unwrap_or_default()).collect();
+    assert!(!journals.contains("swapped") && !journals.contains("secret.txt") && !journals.contains("CLAUDE.md") && !journals.contains(".env"), "{}: refused changes recorded:\n{journals}", fx.label());
+    let un = pinfold(&fx, &["undo"]);
+    assert_eq!(un.code, Some(0), "{}", un.show());
+    assert_eq!(fs::read_to_string(fx.proj.join("secret.txt")).unwrap(), format!("{}\n", fx.token));
+    assert_eq!(fs::read_to_string(fx.proj.join("CLAUDE.md")).unwrap(), "the person's instructions\n");
+    assert!(!fx.proj.join("grab").exists() && !fx.proj.join("evil.md").exists(), "{}: the undo removed what the run made\n{}", fx.label(), un.show());
+    assert!(!fx.proj.join(".env").exists(), "{}: no empty placeholder made by the undo", fx.label());
 }

@@ -486,7 +486,13 @@ pub(crate) fn run(
         report.writable.push(tmpdir.clone());
     }
     let watch: Vec<PathBuf> = policy.watch.iter().map(|w| sys::canonicalize(w).unwrap_or_else(|_| w.clone())).collect();
-    let (code, reaper) = spawn_and_wait(&spec, &mut report, pre, hooks, &watch)?;
+    let protected: Vec<PathBuf> = r
+        .write_deny
+        .iter()
+        .chain(r.read_deny.iter().map(|(p, _)| p))
+        .map(|p| sys::canonicalize(p).unwrap_or_else(|_| p.clone()))
+        .collect();
+    let (code, reaper) = spawn_and_wait(&spec, &mut report, pre, hooks, (&watch, &protected))?;
     drop(held);
     Ok(Outcome { code, report, reaper: std::sync::Arc::new(reaper) })
 }
@@ -604,7 +610,7 @@ fn spawn_and_wait(
     report: &mut SandboxReport,
     pre: Option<Prestart>,
     hooks: crate::Hooks<'_>,
-    watch: &[PathBuf],
+    (watch, protected): (&[PathBuf], &[PathBuf]),
 ) -> Result<(i32, Reaper), SandboxError> {
     let crate::Hooks { release, listener, mut observer } = hooks;
     // Take forwarded signals from a signalfd while the command runs (Ctrl-C reaches us, the
@@ -688,7 +694,7 @@ fn spawn_and_wait(
                                 listener(std::net::TcpListener::from(fd));
                             }
                             Ok(Event::Watching) if spec.watch && watcher.is_none() => {
-                                watcher = Some(crate::watch::Watcher::new(fd, watch.to_vec()));
+                                watcher = Some(crate::watch::Watcher::new(fd, watch.to_vec(), protected.to_vec()));
                             }
                             _ => {}
                         }

@@ -362,16 +362,29 @@ fn lstat_at(dir: &OwnedFd, name: &OsStr) -> Option<std::fs::Metadata> {
 pub(crate) struct Watcher {
     fd: OwnedFd,
     roots: Vec<PathBuf>,
+    /// The paths the sandbox keeps read-only or hides (and its placeholders): a change to one,
+    /// or to a directory holding one, is refused here, before the observer hears of it. The
+    /// kernel refuses those changes anyway; refused here, they never enter a record that an
+    /// undo outside the sandbox would carry out.
+    protected: Vec<PathBuf>,
+}
+
+/// What to answer a stopped call.
+enum Decision {
+    /// Nothing of it lies beneath the watched roots.
+    Pass,
+    Ask(Change),
+    Refuse(i32),
 }
 
 impl Watcher {
-    pub(crate) fn new(fd: OwnedFd, roots: Vec<PathBuf>) -> Watcher {
+    pub(crate) fn new(fd: OwnedFd, roots: Vec<PathBuf>, protected: Vec<PathBuf>) -> Watcher {
         // Wake the stopped thread on the CPU that answers it: a round trip costs about 10 µs
         // instead of 50–150 µs on a VM whose idle CPUs sleep deeply. Older kernels (before
         // 6.6) lack the flag; the round trip is then only slower.
         // SAFETY: an ioctl on our own listener with an integer argument.
         let _ = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS as _, 1u64 /* SYNC_WAKE_UP */) };
-        Watcher { fd, roots }
+        Watcher { fd, roots, protected }
     }
 
     pub(crate) fn raw(&self) -> RawFd {
@@ -395,9 +408,9 @@ impl Watcher {
         }
         let mut p = Proc { pid: req.pid, mem: None };
         let call = decode(req.data.nr as i64, req.data.args, |addr| p.u64_at(addr));
-        let change = self.change(&mut p, call);
-        let answer = match change {
-            Some(c) if self.still_waiting(req.id) => observer(&c),
+        let answer = match self.change(&mut p, call) {
+            Decision::Ask(c) if self.still_waiting(req.id) => observer(&c),
+            Decision::Refuse(errno) => Err(errno),
             _ => Ok(()),
         };
         let mut resp = libc::seccomp_notif_resp { id: req.id, val: 0, error: 0, flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32 };
@@ -421,18 +434,36 @@ impl Watcher {
         self.roots.iter().any(|r| p.starts_with(r))
     }
 
-    fn change(&self, p: &mut Proc, call: Call) -> Option<Change> {
-        let c = match call {
-            Call::Nothing => return None,
-            Call::Write { at, truncate, follow } => Change::Write { path: p.resolve(at, follow)?, truncate },
-            Call::Remove { at } => Change::Remove { path: p.resolve(at, false)? },
-            Call::Make { at } => Change::Make { path: p.resolve(at, false)? },
-            Call::Mode { at, follow } => Change::Mode { path: p.resolve(at, follow)? },
-            Call::Rename { from, to, exchange } => {
-                Change::Rename { from: p.resolve(from, false)?, to: p.resolve(to, false)?, exchange }
-            }
+    fn change(&self, p: &mut Proc, call: Call) -> Decision {
+        let mut resolved = || -> Option<Change> {
+            Some(match call {
+                Call::Nothing => return None,
+                Call::Write { at, truncate, follow } => Change::Write { path: p.resolve(at, follow)?, truncate },
+                Call::Remove { at } => Change::Remove { path: p.resolve(at, false)? },
+                Call::Make { at } => Change::Make { path: p.resolve(at, false)? },
+                Call::Mode { at, follow } => Change::Mode { path: p.resolve(at, follow)? },
+                Call::Rename { from, to, exchange } => Change::Rename { from: p.resolve(from, false)?, to: p.resolve(to, false)?, exchange },
+            })
         };
-        c.paths().iter().any(|x| self.beneath(x)).then_some(c)
+        let Some(c) = resolved() else { return Decision::Pass };
+        let paths = c.paths();
+        if !paths.iter().any(|x| self.beneath(x)) {
+            return Decision::Pass;
+        }
+        // A protected path itself (read-only file system, as the kernel says), or a directory
+        // that holds one and would carry it away (busy, as for a mount point).
+        if paths.iter().any(|x| self.protected.iter().any(|d| x.starts_with(d))) {
+            return Decision::Refuse(libc::EROFS);
+        }
+        let carries = match &c {
+            Change::Remove { path } => vec![path.as_path()],
+            Change::Rename { from, to, .. } => vec![from.as_path(), to.as_path()],
+            _ => Vec::new(),
+        };
+        if carries.iter().any(|x| self.protected.iter().any(|d| d.starts_with(x))) {
+            return Decision::Refuse(libc::EBUSY);
+        }
+        Decision::Ask(c)
     }
 }
 
