@@ -51,15 +51,32 @@ pub(crate) fn run(args: UndoArgs, dirs: &Dirs) -> Result<i32, Error> {
     // The ledger first: an undo that cannot be recorded does not happen.
     let policy = crate::load_policy(args.config.as_deref(), Some(&cwd), true, dirs)?;
     let recorder = Recorder::open(&policy.config().audit, dirs)?;
+    // What the undo puts back is the project's own earlier state, but the records are a
+    // command's doing: a control file the undo would create (a directory moved back to
+    // `.claude`, say) is moved aside afterwards, as after a run.
+    let config = policy.config();
+    let guard = pinfold_plan::control::Guard::before(
+        &store.root,
+        &cwd,
+        dirs.home.as_deref(),
+        dirs.xdg_config_home.as_deref(),
+        std::slice::from_ref(&store.root),
+        &config.control_lift,
+    );
     let done = if args.redo { store.redo(&cwd) } else { store.undo(args.n as usize, &cwd) };
+    let planted = guard.after();
     let out = match done {
         Ok(o) => o,
         Err(e) if e.kind == Kind::Nothing => {
             crate::report(&undo_err(e));
             return Ok(1);
         }
-        Err(e) => return Err(undo_err(e)),
+        Err(e) => {
+            warn_planted(&planted);
+            return Err(undo_err(e));
+        }
     };
+    warn_planted(&planted);
     let restored: Vec<serde_json::Value> =
         out.restored.iter().map(|r| serde_json::json!({"path": r.path.display().to_string(), "action": r.action})).collect();
     let left: Vec<serde_json::Value> = out.left.iter().map(|(p, why)| serde_json::json!({"path": p.display().to_string(), "why": why})).collect();
@@ -70,6 +87,7 @@ pub(crate) fn run(args: UndoArgs, dirs: &Dirs) -> Result<i32, Error> {
         "undid": out.undone.iter().map(|(id, cmd)| serde_json::json!({"record": id, "command": cmd})).collect::<Vec<_>>(),
         "restored": restored.len(),
         "left": left.len(),
+        "planted": planted,
     });
     recorder.record("undo", data)?;
     let mut o = std::io::stdout().lock();
@@ -80,10 +98,10 @@ pub(crate) fn run(args: UndoArgs, dirs: &Dirs) -> Result<i32, Error> {
     }
     let what = if args.redo { "took back the last undo" } else { "undid" };
     for (_, cmd) in &out.undone {
-        let _ = writeln!(o, "{what}: {}", one_line(cmd));
+        let _ = writeln!(o, "{what}: {}", shown(&one_line(cmd)));
     }
     for r in &out.restored {
-        let _ = writeln!(o, "  {:<12} {}", r.action, r.path.display());
+        let _ = writeln!(o, "  {:<12} {}", r.action, shown(&r.path.display().to_string()));
     }
     if out.restored.is_empty() {
         let _ = writeln!(o, "  (every path was already as it was)");
@@ -91,11 +109,27 @@ pub(crate) fn run(args: UndoArgs, dirs: &Dirs) -> Result<i32, Error> {
     if !out.left.is_empty() {
         let _ = writeln!(o, "left as they are:");
         for (p, why) in &out.left {
-            let _ = writeln!(o, "  {}: {why}", p.display());
+            let _ = writeln!(o, "  {}: {}", shown(&p.display().to_string()), shown(why));
         }
     }
     let _ = writeln!(o, "to take this back: pinfold undo --redo");
     Ok(0)
+}
+
+/// Control files the undo would have created, moved aside.
+fn warn_planted(planted: &[pinfold_plan::control::Planted]) {
+    for p in planted {
+        match &p.moved_to {
+            Some(to) => say!("pinfold: the undo would have created the control file {} ({}); moved to {}", shown(&p.path.display().to_string()), p.family.why(), shown(&to.display().to_string())),
+            None => say!("pinfold: the undo created the control file {} ({}), and it could not be moved aside", shown(&p.path.display().to_string()), p.family.why()),
+        }
+    }
+}
+
+/// Text for a terminal: control characters (escape sequences, newlines a name or a command
+/// may hold) shown as `\u{..}`, so nothing printed can rewrite the screen or fake a line.
+fn shown(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { format!("\\u{{{:x}}}", c as u32) } else { c.to_string() }).collect()
 }
 
 fn one_line(cmd: &str) -> String {
@@ -134,14 +168,14 @@ fn list(store: &Store, json: bool) -> Result<i32, Error> {
     for (i, r) in open.iter().enumerate() {
         let when = pinfold_ledger::time::format(std::time::UNIX_EPOCH + std::time::Duration::from_secs(r.started_s()));
         let paths = r.paths();
-        let shown: Vec<String> = paths.iter().take(4).map(|p| p.display().to_string()).collect();
+        let names: Vec<String> = paths.iter().take(4).map(|p| shown(&p.display().to_string())).collect();
         let more = if paths.len() > 4 { format!(" and {} more", paths.len() - 4) } else { String::new() };
         let state = if r.ended { String::new() } else { " (did not finish)".to_string() };
-        let _ = writeln!(o, "{:>3}  {when}  {}{state}", i + 1, one_line(&r.meta.command));
-        let _ = writeln!(o, "     changed {}: {}{more}", paths.len(), shown.join(", "));
+        let _ = writeln!(o, "{:>3}  {when}  {}{state}", i + 1, shown(&one_line(&r.meta.command)));
+        let _ = writeln!(o, "     changed {}: {}{more}", paths.len(), names.join(", "));
     }
     if let Some(r) = redo {
-        let _ = writeln!(o, "the last undo ({}) can be taken back: pinfold undo --redo", one_line(&r.meta.command));
+        let _ = writeln!(o, "the last undo ({}) can be taken back: pinfold undo --redo", shown(&one_line(&r.meta.command)));
     }
     Ok(0)
 }

@@ -26,6 +26,7 @@ both_users!(
     hook_rewritten_commands_are_undoable,
     undo_turned_off_keeps_nothing,
     a_refused_change_to_a_protected_path_is_never_recorded,
+    an_undo_never_leaves_a_control_file_a_command_made,
 );
 // Mounting a small file system to fill needs root; the outcome does not depend on the user.
 only_user!(root: a_full_disk_fails_the_change_and_keeps_the_file);
@@ -387,4 +388,21 @@ swap('grab', '.env')
     assert_eq!(fs::read_to_string(fx.proj.join("CLAUDE.md")).unwrap(), "the person's instructions\n");
     assert!(!fx.proj.join("grab").exists() && !fx.proj.join("evil.md").exists(), "{}: the undo removed what the run made\n{}", fx.label(), un.show());
     assert!(!fx.proj.join(".env").exists(), "{}: no empty placeholder made by the undo", fx.label());
+}
+
+/// The records are a command's doing: an undo that would create a control file (here a
+/// directory the command moved away from `.claude` within the run, which the undo moves back)
+/// moves it aside afterwards, as a run's end does. Without that, the agent's settings would
+/// hold the command's hook.
+fn an_undo_never_leaves_a_control_file_a_command_made(u: User) {
+    let fx = Fx::new(u, "undo_control_file");
+    populate(&fx);
+    fx.put(&fx.proj.join(".gitignore"), "target/\nnode_modules/\n");
+    fx.own();
+    let cmd = r#"mkdir x && echo '{"hooks":{}}' > x/settings.json && mv x .claude && mv .claude y && mkdir -p x/node_modules && touch x/node_modules/k"#;
+    let r = fx.exec(&[], &[cmd.to_string()]);
+    assert_eq!(r.code, Some(0), "{}: nothing is left at a control file's path after the run\n{}", fx.label(), r.show());
+    let un = pinfold(&fx, &["undo"]);
+    assert!(!fx.proj.join(".claude/settings.json").exists(), "{}: the undo left the command's agent settings\n{}", fx.label(), un.show());
+    assert!(un.stderr.contains("would have created the control file"), "{}: says so\n{}", fx.label(), un.show());
 }
