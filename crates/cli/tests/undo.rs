@@ -27,6 +27,8 @@ both_users!(
     undo_turned_off_keeps_nothing,
     a_refused_change_to_a_protected_path_is_never_recorded,
     an_undo_never_leaves_a_control_file_a_command_made,
+    changes_through_proc_and_dev_fd_are_recorded,
+    a_path_too_long_to_resolve_is_refused,
 );
 // Mounting a small file system to fill needs root; the outcome does not depend on the user.
 only_user!(root: a_full_disk_fails_the_change_and_keeps_the_file);
@@ -405,4 +407,55 @@ fn an_undo_never_leaves_a_control_file_a_command_made(u: User) {
     let un = pinfold(&fx, &["undo"]);
     assert!(!fx.proj.join(".claude/settings.json").exists(), "{}: the undo left the command's agent settings\n{}", fx.label(), un.show());
     assert!(un.stderr.contains("would have created the control file"), "{}: says so\n{}", fx.label(), un.show());
+}
+
+/// A path through `/proc/self`, `/proc/thread-self`, `/dev/fd/N` or `/dev/stdin` names the
+/// caller's own files: resolved by pinfold's process it would name pinfold's, and the change
+/// would go unrecorded. Each is recorded and undone.
+fn changes_through_proc_and_dev_fd_are_recorded(u: User) {
+    let fx = Fx::new(u, "proc_paths");
+    populate(&fx);
+    fx.put(&fx.proj.join("precious.txt"), "precious\n");
+    fx.put(&fx.proj.join("other.txt"), "other\n");
+    fx.own();
+    let before = tree(&fx.proj);
+    let cmd = "truncate -s 0 /dev/stdin < precious.txt && rm -rf /proc/self/cwd/src && echo x > /proc/thread-self/cwd/notes.txt \
+               && exec 3<. && rm /dev/fd/3/other.txt";
+    let r = fx.exec(&[], &[cmd.to_string()]);
+    assert_eq!(r.code, Some(0), "{}\n{}", fx.label(), r.show());
+    assert_eq!(fs::read_to_string(fx.proj.join("precious.txt")).unwrap(), "", "{}: the command ran", fx.label());
+    assert!(!fx.proj.join("src").exists() && !fx.proj.join("other.txt").exists(), "{}", fx.label());
+    let un = pinfold(&fx, &["undo"]);
+    assert_eq!(un.code, Some(0), "{}", un.show());
+    let mut now = tree(&fx.proj);
+    let mut want = before;
+    for t in [&mut now, &mut want] {
+        t.retain(|p, _| !p.starts_with("target"));
+    }
+    assert_eq!(now, want, "{}: everything is back\n{}", fx.label(), un.show());
+}
+
+/// A path pinfold cannot resolve as the kernel will (longer than PATH_MAX through a deep
+/// directory descriptor) is refused, never let through unrecorded.
+fn a_path_too_long_to_resolve_is_refused(u: User) {
+    let fx = Fx::new(u, "long_paths");
+    populate(&fx);
+    let body = r#"import os
+try:
+    d = os.open('.', os.O_RDONLY)
+    for i in range(25):
+        name = 'd' * 200
+        os.mkdir(name, dir_fd=d)
+        d2 = os.open(name, os.O_RDONLY, dir_fd=d)
+        os.close(d)
+        d = d2
+    os.rename('src', 'src', src_dir_fd=os.open('.', os.O_RDONLY), dst_dir_fd=d)
+    print('moved deep')
+except OSError as e:
+    print('refused', e.strerror)
+"#;
+    let script = fx.py_script("deep", body);
+    let r = fx.exec(&[], &script);
+    assert!(r.stdout.contains("refused File name too long"), "{}: a change beyond PATH_MAX is refused\n{}", fx.label(), r.show());
+    assert!(fx.proj.join("src/a.rs").exists(), "{}", fx.label());
 }

@@ -22,7 +22,7 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -248,79 +248,163 @@ impl Proc {
         Some(u64::from_ne_bytes(b))
     }
 
-    /// Where a path relative to `dirfd` starts, in the process's own view.
-    fn base(&self, dirfd: i32, absolute: bool) -> PathBuf {
-        if absolute {
-            PathBuf::from(format!("/proc/{}/root", self.pid))
-        } else if dirfd == CWD {
-            PathBuf::from(format!("/proc/{}/cwd", self.pid))
-        } else {
-            PathBuf::from(format!("/proc/{}/fd/{dirfd}", self.pid))
+    /// The process's id and its thread's id as its own pid namespace numbers them (`NStgid`,
+    /// `NSpid` of `/proc/TID/status`): what `/proc/self` and `/proc/thread-self` name for it.
+    fn ns_ids(&self) -> Option<(u64, u64)> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
+        let last = |key: &str| -> Option<u64> {
+            status.lines().find_map(|l| l.strip_prefix(key))?.split_whitespace().last()?.parse().ok()
+        };
+        Some((last("NStgid:")?, last("NSpid:")?))
+    }
+
+    /// `raw` with the names that mean "the caller" spelled as the caller's own numbers:
+    /// `/proc/self`, `/proc/thread-self`, `/dev/fd`, `/dev/stdin|stdout|stderr`. Resolved by
+    /// pinfold they would name pinfold's process instead.
+    fn own_names(&self, raw: &[u8]) -> Option<Vec<u8>> {
+        const SPELLINGS: &[(&[u8], &str)] = &[
+            (b"/proc/self", "/proc/{P}"),
+            (b"/proc/thread-self", "/proc/{P}/task/{T}"),
+            (b"/dev/fd", "/proc/{P}/fd"),
+            (b"/dev/stdin", "/proc/{P}/fd/0"),
+            (b"/dev/stdout", "/proc/{P}/fd/1"),
+            (b"/dev/stderr", "/proc/{P}/fd/2"),
+        ];
+        for (from, to) in SPELLINGS {
+            if raw.starts_with(from) && matches!(raw.get(from.len()), None | Some(b'/')) {
+                let (p, t) = self.ns_ids()?;
+                let mut out = to.replace("{P}", &p.to_string()).replace("{T}", &t.to_string()).into_bytes();
+                out.extend_from_slice(&raw[from.len()..]);
+                return Some(out);
+            }
+        }
+        Some(raw.to_vec())
+    }
+
+    /// The absolute path (in the process's view) a path relative to `dirfd` starts from.
+    fn base_text(&self, dirfd: i32) -> Result<Vec<u8>, i32> {
+        let link = if dirfd == CWD { format!("/proc/{}/cwd", self.pid) } else { format!("/proc/{}/fd/{dirfd}", self.pid) };
+        match std::fs::read_link(&link) {
+            Ok(t) if t.as_os_str().as_bytes().first() == Some(&b'/') => Ok(t.into_os_string().into_vec()),
+            // Not a directory (a pipe, a socket): the call fails the same way.
+            Ok(_) => Err(libc::ENOTDIR),
+            Err(e) => Err(e.raw_os_error().unwrap_or(libc::EBADF)),
         }
     }
 
     /// The host path `at` names, with the last component followed when it is a symbolic
-    /// link and `follow`. `None` when it cannot be resolved (the call then fails the same way,
-    /// or names nothing in the tree).
-    fn resolve(&mut self, at: At, follow: bool) -> Option<PathBuf> {
+    /// link and `follow`. `Ok(None)`: the call names nothing that can change here (its
+    /// directory does not exist: it fails the same way). `Err(errno)`: the path could not be
+    /// resolved as the kernel will resolve it (too long, a link loop, a name the caller's view
+    /// gives another meaning): the call is refused, never let through unrecorded.
+    fn resolve(&mut self, at: At, follow: bool) -> Result<Option<PathBuf>, i32> {
         if at.empty && (at.addr == 0 || self.string(at.addr).is_some_and(|s| s.is_empty())) {
-            return link_text(&self.base(at.dirfd, false));
+            // The descriptor itself (`fchmod`).
+            let text = self.base_text(at.dirfd)?;
+            return Ok(Some(PathBuf::from(std::ffi::OsString::from_vec(text))));
         }
-        let raw = self.string(at.addr)?;
-        self.resolve_bytes(at.dirfd, &raw, follow, 0)
+        let raw = self.string(at.addr).ok_or(libc::ENAMETOOLONG)?;
+        if raw.is_empty() {
+            return Ok(None);
+        }
+        let full = if raw[0] == b'/' {
+            raw
+        } else {
+            let mut b = self.base_text(at.dirfd)?;
+            b.push(b'/');
+            b.extend_from_slice(&raw);
+            b
+        };
+        self.resolve_full(&full, follow, 0)
     }
 
-    fn resolve_bytes(&self, dirfd: i32, raw: &[u8], follow: bool, depth: u32) -> Option<PathBuf> {
-        if raw.is_empty() || depth > 8 {
-            return None;
+    /// Resolve `full`, an absolute path in the process's view, from the process's root.
+    fn resolve_full(&mut self, full: &[u8], follow: bool, depth: u32) -> Result<Option<PathBuf>, i32> {
+        if depth > 16 {
+            return Err(libc::ELOOP);
         }
-        let base = self.base(dirfd, raw[0] == b'/');
-        let trimmed = {
-            let mut t = raw;
-            while t.len() > 1 && t.ends_with(b"/") {
-                t = &t[..t.len() - 1];
-            }
-            t
-        };
-        let (parent, name) = match trimmed.iter().rposition(|b| *b == b'/') {
-            Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
-            None => (&b""[..], trimmed),
-        };
+        let full = self.own_names(full).ok_or(libc::EACCES)?;
+        if full.len() >= libc::PATH_MAX as usize {
+            return Err(libc::ENAMETOOLONG);
+        }
+        let mut t: &[u8] = &full;
+        while t.len() > 1 && t.ends_with(b"/") {
+            t = &t[..t.len() - 1];
+        }
+        let cut = t.iter().rposition(|b| *b == b'/').unwrap_or(0);
+        let (parent, name) = (&t[..cut], &t[cut + 1..]);
+        let root = open_path(Path::new(&format!("/proc/{}/root", self.pid)), true).ok_or(libc::EACCES)?;
         if name.is_empty() || name == b"." || name == b".." {
-            // The directory itself (`chmod .`): resolved whole.
-            let p = join(&base, trimmed);
-            let fd = open_path(&p, true)?;
-            return link_text(&fd_link(&fd));
+            // The directory itself (`chmod .`).
+            return match open_in_root(&root, t, true) {
+                Ok(fd) => host_path(&fd).map(Some),
+                Err(e) if e == libc::ENOENT || e == libc::ENOTDIR => Ok(None),
+                Err(e) => Err(e),
+            };
         }
-        let pfd = open_path(&join(&base, parent), true)?;
-        let phost = link_text(&fd_link(&pfd))?;
-        let name = OsStr::from_bytes(name);
-        let path = phost.join(name);
-        if !follow {
-            return Some(path);
-        }
-        match lstat_at(&pfd, name) {
-            Some(m) if m.file_type().is_symlink() => {}
-            _ => return Some(path),
-        }
-        // A symbolic link: the change lands on what it names.
-        let link = join(&fd_link(&pfd), name.as_bytes());
-        if let Some(fd) = open_path(&link, false) {
-            return link_text(&fd_link(&fd));
-        }
-        // Dangling: an open that creates makes the file it names.
-        let text = std::fs::read_link(&link).ok()?;
-        let text = text.as_os_str().as_bytes();
-        if text.first() == Some(&b'/') {
-            self.resolve_bytes(CWD, text, true, depth + 1)
-        } else {
-            let mut rel = parent.to_vec();
-            if !rel.is_empty() {
-                rel.push(b'/');
+        let pfd = match open_in_root(&root, if parent.is_empty() { b"/" } else { parent }, true) {
+            Ok(fd) => fd,
+            Err(e) if e == libc::ENOENT || e == libc::ENOTDIR => {
+                // Missing: the call fails too — unless the caller's view gives the path
+                // another meaning than pinfold's (a link through `/proc/self`), which pinfold
+                // cannot follow: refused.
+                let through_self = full.split(|b| *b == b'/').any(|c| c == b"self" || c == b"thread-self");
+                return if through_self { Err(libc::EACCES) } else { Ok(None) };
             }
-            rel.extend_from_slice(text);
-            self.resolve_bytes(dirfd, &rel, true, depth + 1)
+            Err(e) => return Err(e),
+        };
+        let phost = host_path(&pfd)?;
+        let name_os = OsStr::from_bytes(name);
+        let path = phost.join(name_os);
+        if !follow {
+            return Ok(Some(path));
         }
+        match lstat_at(&pfd, name_os) {
+            Some(m) if m.file_type().is_symlink() => {}
+            _ => return Ok(Some(path)),
+        }
+        // A symbolic link: the change lands on what it names, resolved in the caller's view.
+        let text = std::fs::read_link(join(&fd_link(&pfd), name)).map_err(|e| e.raw_os_error().unwrap_or(libc::EACCES))?;
+        let text = text.as_os_str().as_bytes();
+        let next = if text.first() == Some(&b'/') {
+            text.to_vec()
+        } else {
+            let mut b = t[..cut].to_vec();
+            b.push(b'/');
+            b.extend_from_slice(text);
+            b
+        };
+        self.resolve_full(&next, true, depth + 1)
+    }
+}
+
+/// Open `path` (absolute, in the process's view) from the process's root (`root`, its
+/// `/proc/PID/root`): `/proc` there is the sandbox's own, so the magic links of the caller's
+/// process (`/proc/N/cwd`, `/proc/N/fd/M`) lead where they lead for it. An absolute symbolic
+/// link on the way resolves against pinfold's root, which binds every writable root at the
+/// same path.
+fn open_in_root(root: &OwnedFd, path: &[u8], dir: bool) -> Result<OwnedFd, i32> {
+    let rel = path.strip_prefix(b"/").unwrap_or(path);
+    let rel = if rel.is_empty() { &b"."[..] } else { rel };
+    let c = std::ffi::CString::new(rel).map_err(|_| libc::EINVAL)?;
+    let flags = libc::O_PATH | libc::O_CLOEXEC | if dir { libc::O_DIRECTORY } else { 0 };
+    // SAFETY: a valid C string relative to a descriptor we own; openat returns a fresh
+    // descriptor or -1.
+    let r = unsafe { libc::openat(root.as_raw_fd(), c.as_ptr(), flags) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EACCES));
+    }
+    // SAFETY: a non-negative result is a descriptor we now own.
+    Ok(unsafe { OwnedFd::from_raw_fd(r) })
+}
+
+/// The host path of an opened directory (the sandbox binds every writable root at its own
+/// path, so the caller's path names the same file outside).
+fn host_path(fd: &OwnedFd) -> Result<PathBuf, i32> {
+    match std::fs::read_link(fd_link(fd)) {
+        Ok(t) if t.as_os_str().as_bytes().first() == Some(&b'/') && !t.as_os_str().as_bytes().ends_with(b" (deleted)") => Ok(t),
+        Ok(_) => Err(libc::ENOENT),
+        Err(e) => Err(e.raw_os_error().map(|e| if e == libc::ENAMETOOLONG { e } else { libc::ENAMETOOLONG }).unwrap_or(libc::ENAMETOOLONG)),
     }
 }
 
@@ -344,13 +428,6 @@ fn open_path(p: &Path, dir: bool) -> Option<OwnedFd> {
 
 fn fd_link(fd: &OwnedFd) -> PathBuf {
     PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-}
-
-/// The path a `/proc` magic link names, if it is a plain absolute path.
-fn link_text(p: &Path) -> Option<PathBuf> {
-    let t = std::fs::read_link(p).ok()?;
-    let b = t.as_os_str().as_bytes();
-    (b.first() == Some(&b'/') && !b.ends_with(b" (deleted)")).then_some(t)
 }
 
 fn lstat_at(dir: &OwnedFd, name: &OsStr) -> Option<std::fs::Metadata> {
@@ -435,17 +512,36 @@ impl Watcher {
     }
 
     fn change(&self, p: &mut Proc, call: Call) -> Decision {
-        let mut resolved = || -> Option<Change> {
-            Some(match call {
-                Call::Nothing => return None,
-                Call::Write { at, truncate, follow } => Change::Write { path: p.resolve(at, follow)?, truncate },
-                Call::Remove { at } => Change::Remove { path: p.resolve(at, false)? },
-                Call::Make { at } => Change::Make { path: p.resolve(at, false)? },
-                Call::Mode { at, follow } => Change::Mode { path: p.resolve(at, follow)? },
-                Call::Rename { from, to, exchange } => Change::Rename { from: p.resolve(from, false)?, to: p.resolve(to, false)?, exchange },
-            })
+        let mut resolved = || -> Result<Option<Change>, i32> {
+            Ok(Some(match call {
+                Call::Nothing => return Ok(None),
+                Call::Write { at, truncate, follow } => {
+                    let Some(path) = p.resolve(at, follow)? else { return Ok(None) };
+                    Change::Write { path, truncate }
+                }
+                Call::Remove { at } => {
+                    let Some(path) = p.resolve(at, false)? else { return Ok(None) };
+                    Change::Remove { path }
+                }
+                Call::Make { at } => {
+                    let Some(path) = p.resolve(at, false)? else { return Ok(None) };
+                    Change::Make { path }
+                }
+                Call::Mode { at, follow } => {
+                    let Some(path) = p.resolve(at, follow)? else { return Ok(None) };
+                    Change::Mode { path }
+                }
+                Call::Rename { from, to, exchange } => {
+                    let (Some(from), Some(to)) = (p.resolve(from, false)?, p.resolve(to, false)?) else { return Ok(None) };
+                    Change::Rename { from, to, exchange }
+                }
+            }))
         };
-        let Some(c) = resolved() else { return Decision::Pass };
+        let c = match resolved() {
+            Ok(Some(c)) => c,
+            Ok(None) => return Decision::Pass,
+            Err(errno) => return Decision::Refuse(errno),
+        };
         let paths = c.paths();
         if !paths.iter().any(|x| self.beneath(x)) {
             return Decision::Pass;
