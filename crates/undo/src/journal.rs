@@ -168,14 +168,38 @@ impl Journal {
                 if !is_dir {
                     return self.replaced(from);
                 }
-                // A directory moves with everything in it; a move out of the project is put
-                // back only from where it went, which a later undo checks.
+                // A directory moves with everything in it. Into a place that is kept, the move
+                // is written down and reversed; out of the project, into a directory git
+                // ignores, or into `.git`, what moves is gone from what is kept: everything in
+                // it is written down as removed (kept by hard links), deepest first.
+                if self.rel(to).is_none() {
+                    return self.removed_tree(&rel);
+                }
                 let dest = to.strip_prefix(&self.root).map(Path::to_path_buf).unwrap_or_else(|_| to.clone());
                 self.add(rel, Pre::Moved { to: crate::Bytes::from_path(&dest) }, None)?;
                 self.seen.clear();
                 Ok(())
             }
         }
+    }
+
+    /// Every entry of the directory `rel` (beneath the root, through no link), written down
+    /// as removed: children before their directory, as `rm -r` removes them, so an undo makes
+    /// the directories again before it puts their files back.
+    fn removed_tree(&mut self, rel: &Path) -> std::io::Result<()> {
+        let mut stack: Vec<(PathBuf, bool)> = vec![(rel.to_path_buf(), false)];
+        while let Some((p, listed)) = stack.pop() {
+            let is_dir = self.tree.lstat(&p)?.is_some_and(|st| st.is == Is::Dir);
+            if is_dir && !listed {
+                stack.push((p.clone(), true));
+                for name in self.tree.list(&p)? {
+                    stack.push((p.join(name), false));
+                }
+            } else {
+                self.replaced(&self.root.join(&p))?;
+            }
+        }
+        Ok(())
     }
 
     /// `path`'s name is about to go (removed, or replaced by a rename): its inode is kept

@@ -108,8 +108,14 @@ impl Store {
     /// Put one entry's path back. `Ok(None)`: it is already as it was.
     fn put_back(&self, tree: &Tree, j: &mut Journal, rec: &Record, e: &crate::Entry) -> Result<Option<&'static str>, Step> {
         let rel = e.path.to_path();
+        // Only plain relative paths outside git's directories: never `..`, `/`, `.git`.
+        if rel.components().any(|c| !matches!(c, std::path::Component::Normal(n) if n != ".git")) {
+            return Err(Step::Left("not a path undo puts back".into()));
+        }
         let path = self.root.join(&rel);
-        let fail = |err: std::io::Error| Step::Failed(Error::io(Kind::Store, &path, err));
+        // A step that fails on this path leaves it as it is, said; the undo goes on with the
+        // rest. (Only failing to keep what it replaces stops an undo: `before` below.)
+        let fail = |err: std::io::Error| Step::Left(format!("could not be put back: {err}"));
         // The way to the path holds a link (or leaves the project): nothing there is touched.
         let at = match tree.at(&rel) {
             Ok(at) => at,
@@ -142,9 +148,11 @@ impl Store {
             }
             Pre::File { mode } => {
                 let kept = rec.dir.join("kept").join(e.n.to_string());
-                let Ok(mut bytes) = std::fs::File::open(&kept) else {
+                let Some(mut bytes) = kept_file(&kept) else {
                     return Err(Step::Left(format!("its kept bytes are missing ({})", kept.display())));
                 };
+                // Never a set-user or set-group bit from a record.
+                let mode = &(mode & 0o1777);
                 if let Some(st) = now
                     && st.is == Is::Dir
                 {
@@ -248,6 +256,14 @@ enum Step {
     Left(String),
     /// The undo stops here.
     Failed(Error),
+}
+
+/// A record's kept bytes: a regular file, opened without following a link and without waiting
+/// on a FIFO.
+fn kept_file(p: &Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(p).ok()?;
+    f.metadata().ok()?.is_file().then_some(f)
 }
 
 /// A name beside the path for the bytes before they take its place.

@@ -68,6 +68,16 @@ impl Tree {
         Ok(At { dir, name: sys::name(name)? })
     }
 
+    /// The names in the directory `rel` (reached beneath the root, through no link).
+    pub(crate) fn list(&self, rel: &Path) -> io::Result<Vec<std::ffi::OsString>> {
+        let fd = if rel.as_os_str().is_empty() { self.root.try_clone()? } else { sys::open_dir_beneath(&self.root, rel)? };
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd)))? {
+            out.push(e?.file_name());
+        }
+        Ok(out)
+    }
+
     pub(crate) fn lstat(&self, rel: &Path) -> io::Result<Option<Stat>> {
         let a = self.at(rel)?;
         a.lstat()

@@ -268,3 +268,88 @@ fn records_follow_the_working_tree_not_the_git_directory() {
     assert_ne!(other.dir, store.dir, "one store per working tree");
     assert!(!store.dir.starts_with(&store.root) && !store.dir.starts_with(&store.git_dir), "the records are in the state directory");
 }
+
+/// A directory moved where nothing is kept (into a directory git ignores) and then removed
+/// there: everything it held is kept as removed, and comes back.
+#[test]
+fn a_directory_moved_where_nothing_is_kept_comes_back() {
+    let (_t, store) = project();
+    let root = store.root.clone();
+    std::fs::write(root.join(".gitignore"), "target/\nnode_modules/\n").unwrap();
+    std::fs::create_dir(root.join("node_modules")).unwrap();
+    let before = tree(&root);
+    let mut j = store.begin("mv src node_modules/ && rm -rf node_modules", &root).unwrap();
+    j.before(&Change::Rename { from: root.join("src"), to: root.join("node_modules/src"), exchange: false }).unwrap();
+    std::fs::rename(root.join("src"), root.join("node_modules/src")).unwrap();
+    std::fs::remove_dir_all(root.join("node_modules")).unwrap();
+    j.finish(Some(0)).unwrap();
+    let out = store.undo(1, &root).unwrap();
+    let mut now = tree(&root);
+    let mut want = before;
+    for t in [&mut now, &mut want] {
+        t.retain(|p, _| !p.starts_with("node_modules"));
+    }
+    assert_eq!(now, want, "{:?} {:?}", out.restored, out.left);
+}
+
+/// An entry that cannot be put back (what it swapped with is gone) is left and said; the
+/// rest of the undo still happens.
+#[test]
+fn one_entry_that_cannot_be_put_back_does_not_stop_the_rest() {
+    let (_t, store) = project();
+    let root = store.root.clone();
+    let mut j = store.begin("rm notes.txt; swap a b", &root).unwrap();
+    j.before(&Change::Remove { path: root.join("notes.txt") }).unwrap();
+    std::fs::remove_file(root.join("notes.txt")).unwrap();
+    std::fs::write(root.join("a"), "a").unwrap();
+    std::fs::write(root.join("b"), "b").unwrap();
+    j.before(&Change::Rename { from: root.join("a"), to: root.join("b"), exchange: true }).unwrap();
+    j.finish(Some(0)).unwrap();
+    // Someone removes `a` before the undo: the swap cannot be reversed.
+    std::fs::remove_file(root.join("a")).unwrap();
+    let out = store.undo(1, &root).unwrap();
+    assert!(out.left.iter().any(|(p, _)| p == Path::new("a")), "{:?}", out.left);
+    assert_eq!(std::fs::read_to_string(root.join("notes.txt")).unwrap(), "keep me");
+}
+
+/// Undo does not trust a record blindly: kept bytes that are a link or a FIFO are not read
+/// (no file read through a link, no hang), a path into `.git` or out of the project is not
+/// touched, and a set-user bit is not put back.
+#[test]
+fn a_planted_record_is_not_trusted() {
+    let (t, store) = project();
+    let root = store.root.clone();
+    let secret = t.path().join("secret");
+    std::fs::write(&secret, "SECRET").unwrap();
+    let run = store.dir.join("runs").join("00000000000000000001-1-0");
+    std::fs::create_dir_all(run.join("kept")).unwrap();
+    std::fs::write(run.join("meta.json"), r#"{"id":"00000000000000000001-1-0","kind":"exec","command":"x","cwd":"/","started_ns":"1","pid":1}"#).unwrap();
+    std::fs::write(run.join("end.json"), r#"{"exit":0,"changes":5}"#).unwrap();
+    std::os::unix::fs::symlink(&secret, run.join("kept/0")).unwrap();
+    assert!(std::process::Command::new("mkfifo").arg(run.join("kept/1")).status().unwrap().success());
+    std::fs::write(run.join("kept/2"), "[core]\n\tfsmonitor = evil\n").unwrap();
+    std::fs::write(run.join("kept/3"), "#!/bin/sh\n").unwrap();
+    std::fs::write(run.join("kept/4"), "x").unwrap();
+    std::fs::write(
+        run.join("journal"),
+        [
+            r#"{"n":0,"t":5,"path":"leak.txt","was":"file","mode":420}"#,
+            r#"{"n":1,"t":4,"path":"hang.txt","was":"file","mode":420}"#,
+            r#"{"n":2,"t":3,"path":".git/config","was":"file","mode":420}"#,
+            r#"{"n":3,"t":2,"path":"suid","was":"file","mode":3583}"#,
+            r#"{"n":4,"t":1,"path":"../outside","was":"file","mode":420}"#,
+        ]
+        .join("\n")
+            + "\n",
+    )
+    .unwrap();
+    let out = store.undo(1, &root).unwrap();
+    assert!(!root.join("leak.txt").exists(), "read through a link");
+    assert!(!root.join("hang.txt").exists());
+    assert!(!std::fs::read_to_string(store.git_dir.join("config")).unwrap_or_default().contains("evil"));
+    assert!(!t.path().join("outside").exists());
+    let mode = std::fs::metadata(root.join("suid")).unwrap().permissions().mode();
+    assert!(mode & 0o7777 != 0);
+    assert_eq!(mode & 0o6000, 0, "set-user/group bits dropped: {mode:o}");
+    assert!(out.left.len() >= 4, "{:?}", out.left);
+}
