@@ -34,6 +34,7 @@ both_users!(
     refs_are_written_back_only_inside,
     legacy_remote_files,
     git_state_files_that_would_stall_pinfold,
+    a_fifo_in_the_refs_does_not_stall_the_next_run,
     sequencer_strategy_on_the_header_line,
 );
 
@@ -657,6 +658,16 @@ fn git_state_files_that_would_stall_pinfold(u: User) {
         assert_eq!(r.code, Some(125), "{}: `{plant}`\n{}", a.label(), r.show());
         assert!(r.took < std::time::Duration::from_secs(10), "{}: took {:?}", a.label(), r.took);
     }
+}
+
+/// The git guard reads `HEAD`, `packed-refs` and the refs before each run: a FIFO a run left
+/// at one of those names must not block the next run (nor any later one) forever.
+fn a_fifo_in_the_refs_does_not_stall_the_next_run(u: User) {
+    let a = Fx::new(u, "a_fifo_in_the_refs_does_not_stall_the_next_run");
+    let r = a.exec(&[], &a.sh_script("fifo", "mkfifo .git/packed-refs .git/refs/heads/fifo && echo planted\n"));
+    assert!(r.stdout.contains("planted"), "{}\n{}", a.label(), r.show());
+    let next = a.exec(&[], &["true".to_string()]);
+    assert!(!next.timed_out && next.took < std::time::Duration::from_secs(10), "{}: the next run stalled\n{}", a.label(), next.show());
 }
 
 /// git's config syntax allows a key on the section header's line: `[options]strategy=…` in a

@@ -649,7 +649,7 @@ fn builtin_strategies(text: &[u8]) -> bool {
 /// when what is there is not a regular file (links followed) of a sane size — a FIFO that
 /// would block pinfold, `/dev/zero` that would never end. A command can put either at any
 /// name it can write; such a thing is not read, and counts as planted where it matters.
-fn read_bounded(p: &Path, limit: u64) -> Result<Option<Vec<u8>>, ()> {
+pub(crate) fn read_bounded(p: &Path, limit: u64) -> Result<Option<Vec<u8>>, ()> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     match std::fs::metadata(p) {

@@ -57,8 +57,11 @@ impl GitGuard {
             }
         }
         g.protect.push(objects.join("pack/pack-*"));
+        // Read only regular files, without waiting: a run may leave a FIFO at any of these
+        // names, and a blocking read would hang every later pinfold in the project.
+        const REFS_LIMIT: u64 = 256 << 20;
         for f in ["HEAD", "packed-refs"] {
-            if let Ok(b) = std::fs::read(git_dir.join(f)) {
+            if let Ok(Some(b)) = crate::control::read_bounded(&git_dir.join(f), REFS_LIMIT) {
                 g.refs.push((git_dir.join(f), b));
             }
         }
@@ -70,7 +73,7 @@ impl GitGuard {
                 match e.file_type() {
                     Ok(t) if t.is_dir() => stack.push(p),
                     Ok(t) if t.is_file() => {
-                        if let Ok(b) = std::fs::read(&p) {
+                        if let Ok(Some(b)) = crate::control::read_bounded(&p, REFS_LIMIT) {
                             g.refs.push((p, b));
                         }
                     }
