@@ -569,6 +569,9 @@ impl Policy {
         if v.decision == Action::Allow {
             self.raise_for_env(c, &env_ok, env, &mut v);
         }
+        if v.decision == Action::Allow {
+            self.raise_for_whole_project(c, env, &mut v);
+        }
         let found = if v.decision == Action::Allow && c.unresolved.is_none() && matches!(c.kind, CommandKind::Simple) {
             writes::scan(c)
         } else {
@@ -631,6 +634,48 @@ impl Policy {
             if let Some(why) = dangerous_env(n) {
                 v.decision = Action::Ask;
                 v.reason = format!("sets `{n}`, which {why}; a rule must name it in `env` to allow this");
+                return;
+            }
+        }
+    }
+
+    /// Ask before `rm -r` of the project itself or a directory above it, however it is
+    /// named (`cd .. && rm -rf proj`, an absolute path): it takes what undo does not keep,
+    /// files git ignores among them, as `rm -rf .` does.
+    fn raise_for_whole_project(&self, c: &SimpleCommand, env: &Env<'_>, v: &mut CommandVerdict) {
+        let Some(name) = c.words.first() else { return };
+        if name.dynamic || crate::pattern::basename(&name.text) != "rm" {
+            return;
+        }
+        let mut recursive = false;
+        let mut targets = Vec::new();
+        let mut options = true;
+        for w in &c.words[1..] {
+            if options && w.text == "--" {
+                options = false;
+            } else if options && !w.dynamic && w.text.starts_with("--") {
+                recursive |= w.text == "--recursive";
+            } else if options && !w.dynamic && w.text.starts_with('-') && w.text.len() > 1 {
+                recursive |= w.text[1..].contains(['r', 'R']);
+            } else {
+                targets.push(w);
+            }
+        }
+        if !recursive {
+            return;
+        }
+        let root = &self.config.project_root;
+        // The judge does not follow `cd` from one command to the next: the project's own
+        // name, alone, counts too (`cd .. && rm -rf proj`).
+        let own_name = root.file_name().and_then(|n| n.to_str()).filter(|n| !n.is_empty());
+        for t in targets {
+            let named = !t.dynamic && own_name.is_some_and(|n| t.text.trim_end_matches('/') == n);
+            if named || matcher::resolve(Some(t), env).is_some_and(|p| root.starts_with(&p)) {
+                v.decision = Action::Ask;
+                v.reason = format!(
+                    "removes `{}`, the whole project or a directory above it, files git ignores included (.env, local data), which pinfold undo does not keep",
+                    t.text
+                );
                 return;
             }
         }

@@ -215,3 +215,36 @@ fn the_network_asks_unless_the_sandbox_has_it() {
     assert_eq!(push.decision, Action::Ask, "{}", push.reason);
     assert!(push.reason.starts_with("publishes commits"), "{}", push.reason);
 }
+
+/// Broad destruction spelled another way still asks (found by an outside review): the
+/// project removed from its parent or by its absolute path, through /proc, inside `.git`,
+/// archive tools that delete what they pack, `git clean` with a pattern that re-includes
+/// ignored files, publishing verbs of other package managers.
+#[test]
+fn broad_destruction_spelled_otherwise_still_asks() {
+    let parent = tempfile::tempdir().expect("parent");
+    let project = parent.path().join("proj");
+    std::fs::create_dir_all(project.join(".git")).expect("project");
+    let p = default_policy(&project);
+    let name = project.file_name().unwrap().to_str().unwrap().to_string();
+    for cmd in [
+        format!("cd .. && rm -rf {name}"),
+        format!("rm -rf {}", project.display()),
+        format!("rm -rf {}", parent.path().display()),
+        "rm -rf /proc/self/cwd/*".to_string(),
+        "rm -rf .git/*".to_string(),
+        "rm -rf .g*".to_string(),
+        "tar --remove-files -cf /dev/null .".to_string(),
+        "zip -rm /tmp/x.zip .".to_string(),
+        "git clean -fd -e '!*'".to_string(),
+        "git rm -rf .".to_string(),
+        "bun publish".to_string(),
+        "./gradlew publish".to_string(),
+        "mvn deploy".to_string(),
+    ] {
+        let j = p.judge_assuming_undo(&cmd, &project, true);
+        assert_ne!(j.decision, Action::Allow, "{cmd}: {}", j.reason);
+    }
+    // A directory inside the project is still ordinary work, with undo.
+    assert_eq!(p.judge_assuming_undo("cd src && rm -rf old", &project, true).decision, Action::Allow);
+}
