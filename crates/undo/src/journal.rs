@@ -299,12 +299,21 @@ impl Journal {
     }
 }
 
-/// Copy what `from` holds into the new file `dst`: bytes, permission bits and
-/// modification time.
+/// Copy what `from` holds into the new file `dst`: bytes (holes kept), permission bits and
+/// modification time. Refused with `ENOSPC` when it would leave less than a reserve free on
+/// the records' file system (5 % of it, at most 1 GiB): keeping a command's changes must not
+/// fill the disk the user's other work needs.
 pub(crate) fn copy_into(from: &mut File, dst: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
     let m = from.metadata()?;
-    let mut to = OpenOptions::new().write(true).create_new(true).mode(0o600).open(dst)?;
-    std::io::copy(from, &mut to)?;
+    let needs = m.blocks() * 512;
+    let (free, size) = crate::sys::space(dst.parent().unwrap_or(Path::new("/")))?;
+    let reserve = (size / 20).min(1 << 30);
+    if needs.saturating_add(reserve) > free {
+        return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+    }
+    let to = OpenOptions::new().write(true).create_new(true).mode(0o600).open(dst)?;
+    crate::sys::copy_sparse(from, &to, m.len())?;
     to.set_permissions(std::fs::Permissions::from_mode(m.mode() & 0o7777))?;
     to.set_modified(m.modified()?)?;
     Ok(())

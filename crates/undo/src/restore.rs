@@ -148,7 +148,7 @@ impl Store {
             }
             Pre::File { mode } => {
                 let kept = rec.dir.join("kept").join(e.n.to_string());
-                let Some(mut bytes) = kept_file(&kept) else {
+                let Some(bytes) = kept_file(&kept) else {
                     return Err(Step::Left(format!("its kept bytes are missing ({})", kept.display())));
                 };
                 // Never a set-user or set-group bit from a record.
@@ -162,8 +162,8 @@ impl Store {
                     }
                 }
                 let tmp = at.sibling(&temp_name(e.n)).map_err(fail)?;
-                let mut out = tmp.create_new(0o600).map_err(fail)?;
-                let copied = std::io::copy(&mut bytes, &mut out).and_then(|_| {
+                let out = tmp.create_new(0o600).map_err(fail)?;
+                let copied = bytes.metadata().and_then(|m| crate::sys::copy_sparse(&bytes, &out, m.len())).and_then(|_| {
                     use std::os::unix::fs::PermissionsExt;
                     out.set_permissions(std::fs::Permissions::from_mode(*mode))?;
                     out.set_modified(bytes.metadata()?.modified()?)

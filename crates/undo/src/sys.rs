@@ -148,3 +148,52 @@ pub(crate) fn chmod_at(d: &impl AsRawFd, n: &std::ffi::CStr, mode: u32) -> io::R
     // SAFETY: fchmod on a descriptor we own.
     ok(unsafe { libc::fchmod(f.as_raw_fd(), mode) })
 }
+
+/// Copy the data of `from` into the empty file `to` keeping its holes: only the ranges
+/// `SEEK_DATA`/`SEEK_HOLE` name are copied (`copy_file_range`), then the length is set. A
+/// sparse file costs the records what it holds, not its length.
+pub(crate) fn copy_sparse(from: &std::fs::File, to: &std::fs::File, len: u64) -> io::Result<()> {
+    let (i, o) = (from.as_raw_fd(), to.as_raw_fd());
+    let mut at: i64 = 0;
+    while (at as u64) < len {
+        // SAFETY: lseek on a descriptor we own.
+        let data = unsafe { libc::lseek(i, at, libc::SEEK_DATA) };
+        if data < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::ENXIO) {
+                break;
+            }
+            return Err(e);
+        }
+        // SAFETY: as above.
+        let hole = unsafe { libc::lseek(i, data, libc::SEEK_HOLE) };
+        if hole < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let (mut off_in, mut off_out) = (data, data);
+        while off_in < hole {
+            // SAFETY: offsets are ours; both descriptors are open files.
+            let n = unsafe { libc::copy_file_range(i, &mut off_in, o, &mut off_out, (hole - off_in) as usize, 0) };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if n == 0 {
+                break;
+            }
+        }
+        at = hole;
+    }
+    to.set_len(len)
+}
+
+/// Bytes free to an unprivileged writer on the file system holding `p`, and its size.
+pub(crate) fn space(p: &Path) -> io::Result<(u64, u64)> {
+    let cp = c(p)?;
+    // SAFETY: an all-zero statvfs is valid storage for the kernel to fill.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and buffer.
+    if unsafe { libc::statvfs(cp.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((st.f_bavail as u64 * st.f_frsize as u64, st.f_blocks as u64 * st.f_frsize as u64))
+}

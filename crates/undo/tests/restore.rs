@@ -353,3 +353,34 @@ fn a_planted_record_is_not_trusted() {
     assert_eq!(mode & 0o6000, 0, "set-user/group bits dropped: {mode:o}");
     assert!(out.left.len() >= 4, "{:?}", out.left);
 }
+
+/// A sparse file written in place is kept sparse: the records hold what it holds, not its
+/// length (a 256 MiB file with one byte of data must not cost 256 MiB), and it comes back
+/// exact, and sparse.
+#[test]
+fn a_sparse_file_is_kept_sparse() {
+    use std::io::{Seek, SeekFrom, Write};
+    use std::os::unix::fs::MetadataExt;
+    let (_t, store) = project();
+    let root = store.root.clone();
+    let p = root.join("big.img");
+    let mut f = std::fs::File::create(&p).unwrap();
+    f.set_len(256 << 20).unwrap();
+    f.seek(SeekFrom::Start(123_456_789)).unwrap();
+    f.write_all(b"Z").unwrap();
+    drop(f);
+    let mut j = store.begin("echo >> big.img", &root).unwrap();
+    j.before(&Change::Write { path: p.clone(), truncate: false }).unwrap();
+    std::fs::OpenOptions::new().append(true).open(&p).unwrap().write_all(b"tail").unwrap();
+    j.finish(Some(0)).unwrap();
+    let rec = store.list().unwrap().pop().unwrap();
+    let kept = std::fs::metadata(rec.dir.join("kept/0")).unwrap();
+    assert_eq!(kept.len(), 256 << 20);
+    assert!(kept.blocks() * 512 < 1 << 20, "the copy allocates {} bytes", kept.blocks() * 512);
+    store.undo(1, &root).unwrap();
+    assert!(std::fs::metadata(&p).unwrap().blocks() * 512 < 1 << 20, "restored sparse");
+    let back = std::fs::read(&p).unwrap();
+    assert_eq!(back.len(), 256 << 20);
+    assert_eq!(back[123_456_789], b'Z');
+    assert_eq!(back.iter().filter(|b| **b != 0).count(), 1);
+}
