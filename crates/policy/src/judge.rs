@@ -669,7 +669,8 @@ impl Policy {
         // name, alone, counts too (`cd .. && rm -rf proj`).
         let own_name = root.file_name().and_then(|n| n.to_str()).filter(|n| !n.is_empty());
         for t in targets {
-            let named = !t.dynamic && own_name.is_some_and(|n| t.text.trim_end_matches('/') == n);
+            let named = !t.dynamic
+                && own_name.is_some_and(|n| Path::new(t.text.trim_end_matches('/')).file_name().is_some_and(|f| f == n));
             if named || matcher::resolve(Some(t), env).is_some_and(|p| root.starts_with(&p)) {
                 v.decision = Action::Ask;
                 v.reason = format!(

@@ -229,6 +229,7 @@ fn broad_destruction_spelled_otherwise_still_asks() {
     let name = project.file_name().unwrap().to_str().unwrap().to_string();
     for cmd in [
         format!("cd .. && rm -rf {name}"),
+        format!("cd / && rm -rf {}", project.strip_prefix("/").unwrap().display()),
         format!("rm -rf {}", project.display()),
         format!("rm -rf {}", parent.path().display()),
         "rm -rf /proc/self/cwd/*".to_string(),
