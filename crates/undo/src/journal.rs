@@ -22,7 +22,7 @@ use pinfold_sandbox::Change;
 use serde::{Deserialize, Serialize};
 
 use crate::keep::Keep;
-use crate::tree::{At, Is, Stat, Tree};
+use crate::tree::{At, Is, Tree};
 use crate::{now_ns, Error, Kind, Meta};
 
 /// What a path held before a change.
@@ -76,8 +76,11 @@ pub struct Journal {
     /// (putting a path back means putting back its first state). Cleared when a directory is
     /// renamed, since paths beneath then name other files.
     seen: HashSet<PathBuf>,
-    /// Inodes kept by hard link (dev, ino): written in place later, they are copied first.
-    linked: Vec<((u64, u64), PathBuf)>,
+    /// Paths whose mode alone is written down (a later change to their content still is).
+    moded: HashSet<PathBuf>,
+    /// Inodes with several names whose bytes this run kept: a write through another name
+    /// of one needs no second copy.
+    inodes: HashSet<(u64, u64)>,
     /// Paths changed, for the summary.
     changed: Vec<PathBuf>,
     /// Bytes of the files kept (copies and hard links alike: a link keeps its file's blocks).
@@ -88,7 +91,7 @@ pub struct Journal {
 
 impl Journal {
     pub(crate) fn new(root: PathBuf, tree: Tree, run_dir: PathBuf, meta: Meta, keep: Keep, lock: Option<File>) -> Journal {
-        Journal { root, tree, run_dir, meta, keep, file: None, n: 0, seen: HashSet::new(), linked: Vec::new(), changed: Vec::new(), kept_bytes: 0, _lock: lock }
+        Journal { root, tree, run_dir, meta, keep, file: None, n: 0, seen: HashSet::new(), moded: HashSet::new(), inodes: HashSet::new(), changed: Vec::new(), kept_bytes: 0, _lock: lock }
     }
 
     /// The record's id.
@@ -114,16 +117,30 @@ impl Journal {
     }
 
     fn record(&mut self, change: &Change) -> std::io::Result<()> {
+        for p in change.paths() {
+            if let Ok(rel) = p.strip_prefix(&self.root) {
+                self.keep.before_change(rel);
+                // The directories above: a `.gitignore` among what a rename moves.
+                for a in rel.ancestors().skip(1) {
+                    self.keep.before_change(&a.join(".gitignore"));
+                }
+            }
+        }
         match change {
             Change::Write { path, .. } => {
                 let Some(rel) = self.rel(path) else { return Ok(()) };
                 let at = self.tree.at(&rel)?;
                 let st = at.lstat()?;
-                if let Some(st) = st {
-                    self.unlink_kept(&st)?;
-                }
-                if self.seen.contains(&rel) {
+                // A file with other names (`ln a b && echo x > b`): its bytes are every name's,
+                // kept once per run whatever name is written, and put back in place.
+                let shared = st.is_some_and(|st| st.is == Is::File && st.nlink > 1 && !self.inodes.contains(&(st.dev, st.ino)));
+                if self.seen.contains(&rel) && !shared {
                     return Ok(());
+                }
+                if let Some(st) = st
+                    && st.nlink > 1
+                {
+                    self.inodes.insert((st.dev, st.ino));
                 }
                 match st {
                     None => self.add(rel, Pre::Absent, None),
@@ -142,11 +159,18 @@ impl Journal {
             }
             Change::Mode { path } => {
                 let Some(rel) = self.rel(path) else { return Ok(()) };
-                if self.seen.contains(&rel) {
+                if self.seen.contains(&rel) || self.moded.contains(&rel) {
                     return Ok(());
                 }
                 match self.tree.lstat(&rel)? {
-                    Some(st) => self.add(rel, Pre::Mode { mode: st.mode }, None),
+                    Some(st) => {
+                        self.add(rel.clone(), Pre::Mode { mode: st.mode }, None)?;
+                        // Only the mode: what the path holds is still written down at its
+                        // first change (`chmod +x f && rm f`).
+                        self.seen.remove(&rel);
+                        self.moded.insert(rel);
+                        Ok(())
+                    }
                     None => Ok(()),
                 }
             }
@@ -187,8 +211,15 @@ impl Journal {
     /// as removed: children before their directory, as `rm -r` removes them, so an undo makes
     /// the directories again before it puts their files back.
     fn removed_tree(&mut self, rel: &Path) -> std::io::Result<()> {
+        // A tree too deep or too big to keep within a bounded time: the move is refused.
+        const MAX_ENTRIES: usize = 200_000;
         let mut stack: Vec<(PathBuf, bool)> = vec![(rel.to_path_buf(), false)];
+        let mut seen_entries = 0usize;
         while let Some((p, listed)) = stack.pop() {
+            seen_entries += 1;
+            if seen_entries > MAX_ENTRIES || p.as_os_str().len() >= libc::PATH_MAX as usize {
+                return Err(std::io::Error::from_raw_os_error(libc::E2BIG));
+            }
             let is_dir = self.tree.lstat(&p)?.is_some_and(|st| st.is == Is::Dir);
             if is_dir && !listed {
                 stack.push((p.clone(), true));
@@ -224,37 +255,20 @@ impl Journal {
         }
     }
 
-    /// A file about to be written in place whose inode a kept hard link shares: the kept
-    /// link becomes a copy of its own first.
-    fn unlink_kept(&mut self, st: &Stat) -> std::io::Result<()> {
-        if self.linked.is_empty() {
-            return Ok(());
-        }
-        let key = (st.dev, st.ino);
-        let (shared, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.linked).into_iter().partition(|(k, _)| *k == key);
-        self.linked = rest;
-        for (_, kept) in shared {
-            let tmp = kept.with_extension("copy");
-            copy_into(&mut File::open(&kept)?, &tmp)?;
-            std::fs::rename(&tmp, &kept)?;
-        }
-        Ok(())
-    }
-
     fn add(&mut self, rel: PathBuf, pre: Pre, bytes: Option<(&At, bool)>) -> std::io::Result<()> {
         let n = self.n;
         self.open()?;
-        if let Some((at, link)) = bytes {
+        if let Some((at, _)) = bytes {
+            // Always a copy of its own, never a hard link: a link shares the inode with any
+            // other name of the file, and a later write through that name (in this run or a
+            // later one) would change the kept bytes.
             let kept = self.run_dir.join("kept").join(n.to_string());
-            let linked = link && at.link_to(&kept).is_ok();
-            if linked {
-                let m = std::fs::symlink_metadata(&kept)?;
-                self.linked.push(((m.dev(), m.ino()), kept.clone()));
-            } else if let Err(e) = at.read().and_then(|mut f| copy_into(&mut f, &kept)) {
+            if let Err(e) = at.read().and_then(|mut f| copy_into(&mut f, &kept)) {
                 let _ = std::fs::remove_file(&kept);
                 return Err(e);
             }
-            self.kept_bytes += std::fs::symlink_metadata(&kept).map(|m| m.len()).unwrap_or(0);
+            // What it takes on disk (a sparse file's holes take nothing).
+            self.kept_bytes += std::fs::symlink_metadata(&kept).map(|m| m.blocks() * 512).unwrap_or(0);
         }
         let entry = Entry { n, t: now_ns(), path: crate::Bytes::from_path(&rel), pre };
         let mut line = serde_json::to_vec(&entry).map_err(std::io::Error::other)?;

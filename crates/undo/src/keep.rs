@@ -52,6 +52,20 @@ impl Keep {
 }
 
 impl Keep {
+    /// A path about to change may be an ignore file: read its rules (and git's own exclude
+    /// list) now, as they are before the change, so that a run cannot un-keep what it then
+    /// removes by first adding it to `.gitignore`.
+    pub(crate) fn before_change(&mut self, rel: &Path) {
+        let Keep::Git(v) = self else { return };
+        if rel.file_name().is_some_and(|n| n == ".gitignore") {
+            let dir = rel.parent().map(Path::to_path_buf).unwrap_or_default();
+            let _ = v.rules_of(&dir);
+        }
+        if rel.starts_with(".git") || rel.file_name().is_some_and(|n| n == ".gitignore") {
+            let _ = v.base();
+        }
+    }
+
     /// Whether `rel`, as a directory, is one git ignores (or lies in one): a directory of
     /// build output, whose making and removing is not kept either.
     pub(crate) fn ignored_dir(&mut self, rel: &Path) -> bool {

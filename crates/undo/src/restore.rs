@@ -153,6 +153,24 @@ impl Store {
                 };
                 // Never a set-user or set-group bit from a record.
                 let mode = &(mode & 0o1777);
+                // A regular file there now: the bytes go back into it, so every other name
+                // of the file (a hard link) gets them back too.
+                if let Some(st) = now
+                    && st.is == Is::File
+                {
+                    before(Change::Write { path: path.clone(), truncate: true })?;
+                    let out = at.rewrite().map_err(fail)?;
+                    bytes
+                        .metadata()
+                        .and_then(|m| crate::sys::copy_sparse(&bytes, &out, m.len()))
+                        .and_then(|_| {
+                            use std::os::unix::fs::PermissionsExt;
+                            out.set_permissions(std::fs::Permissions::from_mode(*mode))?;
+                            out.set_modified(bytes.metadata()?.modified()?)
+                        })
+                        .map_err(fail)?;
+                    return Ok(Some("restored"));
+                }
                 if let Some(st) = now
                     && st.is == Is::Dir
                 {

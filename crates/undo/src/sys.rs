@@ -82,12 +82,6 @@ pub(crate) fn lstat_at(dir: &impl AsRawFd, n: &std::ffi::CStr) -> io::Result<Opt
     if e.raw_os_error() == Some(libc::ENOENT) { Ok(None) } else { Err(e) }
 }
 
-/// `linkat(dir, name, AT_FDCWD, to, 0)`: a hard link of the name itself (never through a link).
-pub(crate) fn link_out(dir: &impl AsRawFd, n: &std::ffi::CStr, to: &Path) -> io::Result<()> {
-    let ct = c(to)?;
-    // SAFETY: valid C strings; integer flags.
-    ok(unsafe { libc::linkat(dir.as_raw_fd(), n.as_ptr(), libc::AT_FDCWD, ct.as_ptr(), 0) })
-}
 
 /// `readlinkat(dir, name)`.
 pub(crate) fn readlink_at(dir: &impl AsRawFd, n: &std::ffi::CStr) -> io::Result<std::path::PathBuf> {

@@ -31,6 +31,7 @@ pub(crate) struct Stat {
     pub mode: u32,
     pub dev: u64,
     pub ino: u64,
+    pub nlink: u64,
 }
 
 fn stat_of(st: &libc::stat) -> Stat {
@@ -41,7 +42,7 @@ fn stat_of(st: &libc::stat) -> Stat {
         libc::S_IFIFO => Is::Fifo,
         _ => Is::Other,
     };
-    Stat { is, mode: st.st_mode & 0o7777, dev: st.st_dev, ino: st.st_ino }
+    Stat { is, mode: st.st_mode & 0o7777, dev: st.st_dev, ino: st.st_ino, nlink: st.st_nlink }
 }
 
 #[derive(Debug)]
@@ -93,13 +94,15 @@ impl At {
         sys::open_at(&self.dir, &self.name, libc::O_RDONLY, 0)
     }
 
+    /// Open the file for writing, emptied (never through a link).
+    pub(crate) fn rewrite(&self) -> io::Result<File> {
+        sys::open_at(&self.dir, &self.name, libc::O_WRONLY | libc::O_TRUNC, 0)
+    }
+
     pub(crate) fn create_new(&self, mode: u32) -> io::Result<File> {
         sys::open_at(&self.dir, &self.name, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, mode)
     }
 
-    pub(crate) fn link_to(&self, to: &Path) -> io::Result<()> {
-        sys::link_out(&self.dir, &self.name, to)
-    }
 
     pub(crate) fn read_link(&self) -> io::Result<PathBuf> {
         sys::readlink_at(&self.dir, &self.name)

@@ -384,3 +384,87 @@ fn a_sparse_file_is_kept_sparse() {
     assert_eq!(back[123_456_789], b'Z');
     assert_eq!(back.iter().filter(|b| **b != 0).count(), 1);
 }
+
+/// Found by an outside review: a mode changed first (`chmod -R u+w work && rm -rf work`)
+/// still leaves the content written down at the path's next change.
+#[test]
+fn a_mode_change_first_does_not_hide_a_later_removal() {
+    let (_t, store) = project();
+    let root = store.root.clone();
+    let before = tree(&root);
+    let mut j = store.begin("chmod 600 notes.txt && rm notes.txt && chmod 700 src && rm -rf src", &root).unwrap();
+    let mut go = |c: Change| j.before(&c).unwrap();
+    go(Change::Mode { path: root.join("notes.txt") });
+    std::fs::set_permissions(root.join("notes.txt"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    go(Change::Remove { path: root.join("notes.txt") });
+    std::fs::remove_file(root.join("notes.txt")).unwrap();
+    go(Change::Mode { path: root.join("src") });
+    std::fs::set_permissions(root.join("src"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    for f in ["src/deep/b.rs", "src/deep", "src/a.rs", "src"] {
+        go(Change::Remove { path: root.join(f) });
+        let p = root.join(f);
+        if p.is_dir() { std::fs::remove_dir(&p).unwrap() } else { std::fs::remove_file(&p).unwrap() }
+    }
+    j.finish(Some(0)).unwrap();
+    store.undo(1, &root).unwrap();
+    assert_eq!(tree(&root), before);
+}
+
+/// Found by an outside review: a run that adds a directory to `.gitignore` and then removes it
+/// does not get to un-keep it: ignore rules are read as they were before the run changed them.
+#[test]
+fn ignoring_a_directory_in_the_run_does_not_unkeep_it() {
+    let (_t, store) = project();
+    let root = store.root.clone();
+    let before = tree(&root);
+    let mut j = store.begin("echo src/ >> .gitignore && rm -rf src", &root).unwrap();
+    j.before(&Change::Write { path: root.join(".gitignore"), truncate: false }).unwrap();
+    std::fs::write(root.join(".gitignore"), "target/\nsrc/\n").unwrap();
+    for f in ["src/deep/b.rs", "src/deep", "src/a.rs", "src"] {
+        j.before(&Change::Remove { path: root.join(f) }).unwrap();
+        let p = root.join(f);
+        if p.is_dir() { std::fs::remove_dir(&p).unwrap() } else { std::fs::remove_file(&p).unwrap() }
+    }
+    j.finish(Some(0)).unwrap();
+    store.undo(1, &root).unwrap();
+    assert_eq!(tree(&root), before);
+}
+
+/// Found by an outside review: kept bytes never share an inode with a live file, so a later
+/// write through another name (a hard link, a rename target, in a later run) cannot change
+/// what an undo puts back; and a write through a new name of a file puts back every name.
+#[test]
+fn kept_bytes_share_no_inode_with_live_files() {
+    let (_t, store) = project();
+    let root = store.root.clone();
+    let (hf, hg) = (root.join("hf"), root.join("hg"));
+    std::fs::write(&hf, "ORIGINAL").unwrap();
+    // Run 1: ln hf hg. Run 2: rm hf. Run 3: write through hg.
+    let mut j = store.begin("ln hf hg", &root).unwrap();
+    j.before(&Change::Make { path: hg.clone() }).unwrap();
+    std::fs::hard_link(&hf, &hg).unwrap();
+    j.finish(Some(0)).unwrap();
+    let mut j = store.begin("rm hf", &root).unwrap();
+    j.before(&Change::Remove { path: hf.clone() }).unwrap();
+    std::fs::remove_file(&hf).unwrap();
+    j.finish(Some(0)).unwrap();
+    let mut j = store.begin("echo TAMPERED > hg", &root).unwrap();
+    j.before(&Change::Write { path: hg.clone(), truncate: true }).unwrap();
+    std::fs::write(&hg, "TAMPERED").unwrap();
+    j.finish(Some(0)).unwrap();
+    store.undo(3, &root).unwrap();
+    assert_eq!(std::fs::read_to_string(&hf).unwrap(), "ORIGINAL");
+    assert!(!hg.exists());
+    // ln n2 h2 && echo junk > h2, in one run: n2 gets its bytes back.
+    let (n2, h2) = (root.join("n2"), root.join("h2"));
+    std::fs::write(&n2, "orig").unwrap();
+    let mut j = store.begin("ln n2 h2 && echo junk > h2", &root).unwrap();
+    j.before(&Change::Make { path: h2.clone() }).unwrap();
+    std::fs::hard_link(&n2, &h2).unwrap();
+    j.before(&Change::Write { path: h2.clone(), truncate: true }).unwrap();
+    std::fs::write(&h2, "junk").unwrap();
+    j.finish(Some(0)).unwrap();
+    store.undo(1, &root).unwrap();
+    assert_eq!(std::fs::read_to_string(&n2).unwrap(), "orig");
+    assert!(!h2.exists());
+}
