@@ -4,9 +4,8 @@
 //! Layout of one run's record, `STORE/runs/ID/`:
 //! * `meta.json` — what ran, where, when, by which process; `kind` `exec` or `undo`;
 //! * `journal` — one JSON line per change, in the order they happened ([`Entry`]);
-//! * `kept/N` — the bytes of entry N's file: a hard link to the inode when the change only
-//!   removes or replaces the name (nothing is copied), a copy when the file is about to be
-//!   written in place;
+//! * `kept/N` — the bytes of entry N's file: always a copy of its own (holes kept), never a
+//!   hard link, which a later write through another name of the file would change;
 //! * `end.json` — written when the run ends (absent: it was killed, or still runs);
 //! * `undone` — the id of the undo that put this run's changes back.
 //!
@@ -83,7 +82,7 @@ pub struct Journal {
     inodes: HashSet<(u64, u64)>,
     /// Paths changed, for the summary.
     changed: Vec<PathBuf>,
-    /// Bytes of the files kept (copies and hard links alike: a link keeps its file's blocks).
+    /// Bytes the kept copies take on disk.
     kept_bytes: u64,
     /// Held shared for the run: an undo waits for no run, it refuses while one holds it.
     _lock: Option<File>,
@@ -195,7 +194,7 @@ impl Journal {
                 // A directory moves with everything in it. Into a place that is kept, the move
                 // is written down and reversed; out of the project, into a directory git
                 // ignores, or into `.git`, what moves is gone from what is kept: everything in
-                // it is written down as removed (kept by hard links), deepest first.
+                // it is written down as removed (kept as copies), deepest first.
                 if self.rel(to).is_none() {
                     return self.removed_tree(&rel);
                 }
@@ -234,7 +233,7 @@ impl Journal {
     }
 
     /// `path`'s name is about to go (removed, or replaced by a rename): its inode is kept
-    /// by a hard link, nothing copied.
+    /// as a copy.
     fn replaced(&mut self, path: &Path) -> std::io::Result<()> {
         let Some(rel) = self.rel(path) else { return Ok(()) };
         if self.seen.contains(&rel) {

@@ -10,8 +10,8 @@
 //! The store lives in pinfold's state directory (`STATE/undo/KEY`, KEY a hash of the working
 //! tree's path), which no sandboxed command can read or write, whatever the repository's
 //! layout (a linked worktree or a submodule sees other git directories; a `.git` file can name
-//! any). A removed or replaced file is kept by a hard link when the state directory is on the
-//! project's file system, by a copy otherwise. A project that is not in a git working tree has
+//! any). What a change replaces is kept as a copy of its own (sparse files
+//! stay sparse). A project that is not in a git working tree has
 //! no undo ([`Store::locate`] says why). The design and its limits: `docs/design/undo.md`.
 
 use std::fs::{File, OpenOptions};
