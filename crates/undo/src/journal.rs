@@ -232,8 +232,8 @@ impl Journal {
         Ok(())
     }
 
-    /// `path`'s name is about to go (removed, or replaced by a rename): its inode is kept
-    /// as a copy.
+    /// `path`'s name is about to go (removed, or replaced by a rename): what it holds is
+    /// kept as a copy.
     fn replaced(&mut self, path: &Path) -> std::io::Result<()> {
         let Some(rel) = self.rel(path) else { return Ok(()) };
         if self.seen.contains(&rel) {
