@@ -572,6 +572,20 @@ impl Policy {
         if v.decision == Action::Allow {
             self.raise_for_whole_project(c, env, &mut v);
         }
+        // A redirect into the repository's own directory (`: > .git/index`) destroys what the
+        // sandbox lets git write and undo does not keep: asked, sandbox or not.
+        if v.decision == Action::Allow {
+            let git = self.config.project_root.join(".git");
+            for r in c.redirects.iter().filter(|r| r.writes_file()) {
+                if let Some(p) = r.target.as_ref().and_then(|t| matcher::resolve(Some(t), env))
+                    && p.starts_with(&git)
+                {
+                    v.decision = Action::Ask;
+                    v.reason = format!("writes `{}` inside .git (the index, reflogs, stashes): history pinfold undo does not keep", p.display());
+                    break;
+                }
+            }
+        }
         let found = if v.decision == Action::Allow && c.unresolved.is_none() && matches!(c.kind, CommandKind::Simple) {
             writes::scan(c)
         } else {
@@ -671,7 +685,14 @@ impl Policy {
         for t in targets {
             let named = !t.dynamic
                 && own_name.is_some_and(|n| Path::new(t.text.trim_end_matches('/')).file_name().is_some_and(|f| f == n));
-            if named || matcher::resolve(Some(t), env).is_some_and(|p| root.starts_with(&p)) {
+            // A glob reaches what its directory holds (`../*`: the project among them).
+            let globbed = t.glob && !t.dynamic && {
+                let cut = t.text.find(['*', '?', '[']).unwrap_or(t.text.len());
+                let dir = t.text[..cut].rfind('/').map_or(".", |i| &t.text[..i.max(1)]);
+                let w = pinfold_shell::Word { text: dir.to_string(), glob: false, ..t.clone() };
+                matcher::resolve(Some(&w), env).is_some_and(|p| p != *root && root.starts_with(&p))
+            };
+            if named || globbed || matcher::resolve(Some(t), env).is_some_and(|p| root.starts_with(&p)) {
                 v.decision = Action::Ask;
                 v.reason = format!(
                     "removes `{}`, the whole project or a directory above it, files git ignores included (.env, local data), which pinfold undo does not keep",
