@@ -52,6 +52,15 @@ fn project() -> (tempfile::TempDir, Store) {
     (t, store)
 }
 
+/// `rm -rf src` as a run makes it: each entry written down, then removed, deepest first.
+fn remove_src(j: &mut pinfold_undo::Journal, root: &Path) {
+    for f in ["src/deep/b.rs", "src/deep", "src/a.rs", "src"] {
+        j.before(&Change::Remove { path: root.join(f) }).unwrap();
+        let p = root.join(f);
+        if p.is_dir() { std::fs::remove_dir(&p).unwrap() } else { std::fs::remove_file(&p).unwrap() }
+    }
+}
+
 #[test]
 fn undo_puts_back_every_kind_of_change_and_redo_takes_it_back() {
     let (_t, store) = project();
@@ -400,11 +409,8 @@ fn a_mode_change_first_does_not_hide_a_later_removal() {
     std::fs::remove_file(root.join("notes.txt")).unwrap();
     go(Change::Mode { path: root.join("src") });
     std::fs::set_permissions(root.join("src"), std::fs::Permissions::from_mode(0o700)).unwrap();
-    for f in ["src/deep/b.rs", "src/deep", "src/a.rs", "src"] {
-        go(Change::Remove { path: root.join(f) });
-        let p = root.join(f);
-        if p.is_dir() { std::fs::remove_dir(&p).unwrap() } else { std::fs::remove_file(&p).unwrap() }
-    }
+    drop(go);
+    remove_src(&mut j, &root);
     j.finish(Some(0)).unwrap();
     store.undo(1, &root).unwrap();
     assert_eq!(tree(&root), before);
@@ -420,11 +426,7 @@ fn ignoring_a_directory_in_the_run_does_not_unkeep_it() {
     let mut j = store.begin("echo src/ >> .gitignore && rm -rf src", &root).unwrap();
     j.before(&Change::Write { path: root.join(".gitignore"), truncate: false }).unwrap();
     std::fs::write(root.join(".gitignore"), "target/\nsrc/\n").unwrap();
-    for f in ["src/deep/b.rs", "src/deep", "src/a.rs", "src"] {
-        j.before(&Change::Remove { path: root.join(f) }).unwrap();
-        let p = root.join(f);
-        if p.is_dir() { std::fs::remove_dir(&p).unwrap() } else { std::fs::remove_file(&p).unwrap() }
-    }
+    remove_src(&mut j, &root);
     j.finish(Some(0)).unwrap();
     store.undo(1, &root).unwrap();
     assert_eq!(tree(&root), before);
