@@ -404,7 +404,8 @@ fn host_path(fd: &OwnedFd) -> Result<PathBuf, i32> {
     match std::fs::read_link(fd_link(fd)) {
         Ok(t) if t.as_os_str().as_bytes().first() == Some(&b'/') && !t.as_os_str().as_bytes().ends_with(b" (deleted)") => Ok(t),
         Ok(_) => Err(libc::ENOENT),
-        Err(e) => Err(e.raw_os_error().map(|e| if e == libc::ENAMETOOLONG { e } else { libc::ENAMETOOLONG }).unwrap_or(libc::ENAMETOOLONG)),
+        // The path is too long for the link to hold (or gone): not resolvable.
+        Err(_) => Err(libc::ENAMETOOLONG),
     }
 }
 

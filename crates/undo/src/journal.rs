@@ -80,8 +80,6 @@ pub struct Journal {
     /// Inodes with several names whose bytes this run kept: a write through another name
     /// of one needs no second copy.
     inodes: HashSet<(u64, u64)>,
-    /// Paths changed, for the summary.
-    changed: Vec<PathBuf>,
     /// Bytes the kept copies take on disk.
     kept_bytes: u64,
     /// Held shared for the run: an undo waits for no run, it refuses while one holds it.
@@ -90,17 +88,12 @@ pub struct Journal {
 
 impl Journal {
     pub(crate) fn new(root: PathBuf, tree: Tree, run_dir: PathBuf, meta: Meta, keep: Keep, lock: Option<File>) -> Journal {
-        Journal { root, tree, run_dir, meta, keep, file: None, n: 0, seen: HashSet::new(), moded: HashSet::new(), inodes: HashSet::new(), changed: Vec::new(), kept_bytes: 0, _lock: lock }
+        Journal { root, tree, run_dir, meta, keep, file: None, n: 0, seen: HashSet::new(), moded: HashSet::new(), inodes: HashSet::new(), kept_bytes: 0, _lock: lock }
     }
 
     /// The record's id.
     pub fn id(&self) -> &str {
         &self.meta.id
-    }
-
-    /// Whether anything was written down.
-    pub fn changed(&self) -> &[PathBuf] {
-        &self.changed
     }
 
     /// Write down what `change` is about to replace, keeping the bytes it would lose. `Err`
@@ -274,8 +267,7 @@ impl Journal {
         line.push(b'\n');
         self.file.as_mut().expect("opened above").write_all(&line)?;
         self.n += 1;
-        self.seen.insert(rel.clone());
-        self.changed.push(rel);
+        self.seen.insert(rel);
         Ok(())
     }
 

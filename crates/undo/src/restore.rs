@@ -73,8 +73,10 @@ impl Store {
         let ids: Vec<String> = chosen.iter().map(|r| r.meta.id.clone()).collect();
         let meta = self.meta(RecordKind::Undo, text, cwd, ids);
         let run_dir = self.runs().join(&meta.id);
-        let tree = Tree::open(&self.root).map_err(|e| Error::io(Kind::Store, &self.root, e))?;
-        let mut j = Journal::new(self.root.clone(), Tree::open(&self.root).map_err(|e| Error::io(Kind::Store, &self.root, e))?, run_dir.clone(), meta, Keep::All, None);
+        // One view of the tree to put paths back through, one for the undo's own journal.
+        let open_tree = || Tree::open(&self.root).map_err(|e| Error::io(Kind::Store, &self.root, e));
+        let tree = open_tree()?;
+        let mut j = Journal::new(self.root.clone(), open_tree()?, run_dir.clone(), meta, Keep::All, None);
         j.touch().map_err(|e| Error::io(Kind::Store, &run_dir, e))?;
         let mut entries: Vec<(&Record, &crate::Entry)> = chosen.iter().flat_map(|r| r.entries.iter().map(move |e| (r, e))).collect();
         entries.sort_by(|a, b| b.1.t.cmp(&a.1.t).then(b.1.n.cmp(&a.1.n)));
