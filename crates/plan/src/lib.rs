@@ -20,11 +20,14 @@ mod dirs;
 mod egress;
 pub mod control;
 mod error;
+pub mod files;
 pub mod git_guard;
+pub mod load;
 mod plan;
 pub mod protect;
 pub mod record;
 mod run;
+pub mod token;
 pub mod trust;
 
 pub use dirs::Dirs;

@@ -26,7 +26,7 @@ mod gemini;
 pub mod init;
 pub mod import;
 pub mod rewrite;
-pub mod token;
+pub use pinfold_plan::token;
 pub mod wrapper;
 
 use std::time::{Duration, Instant};

@@ -22,7 +22,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use hmac::{Hmac, KeyInit, Mac};
-use pinfold_plan::Dirs;
+use crate::Dirs;
 use sha2::Sha256;
 
 /// The environment variable carrying the token.
