@@ -19,6 +19,7 @@ mod errors;
 mod exec;
 mod exit;
 pub mod hook;
+mod serve;
 mod undo;
 
 use std::io::Write;
@@ -117,6 +118,17 @@ enum Command {
     /// undo replaces is kept too: `--redo` takes the undo back. See docs/undo.md.
     #[command(after_help = "Exit status: 0 done (or listed), 1 nothing to undo, 2 no undo here (not a git repository), a command still running, or the store or ledger could not be used.")]
     Undo(undo::UndoArgs),
+    /// Run the governed server: REST (and MCP) for agents that are not local CLIs, with
+    /// approvals a person answers. See docs/server.md.
+    ///
+    /// Prints `listening on http://HOST:PORT` first. State (tokens, sandboxes, approvals)
+    /// lives in the state directory and survives restarts. `pinfold serve token add NAME
+    /// --role agent|operator` makes a token.
+    #[command(after_help = "Exit status: 0 stopped by SIGINT or SIGTERM (or the token command succeeded), 2 the server could not start.")]
+    Serve(serve::ServeArgs),
+    /// List and decide the approvals of a running server (PINFOLD_SERVER, PINFOLD_TOKEN).
+    #[command(after_help = "Exit status: 0 done, 2 the server refused or could not be reached.")]
+    Approvals(serve::ApprovalsArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -239,6 +251,8 @@ fn run(command: Command, dirs: &Dirs) -> Result<i32, Error> {
         Command::Import(args) => hook::import::run(args),
         Command::Audit(args) => audit::run(args, dirs),
         Command::Undo(args) => undo::run(args, dirs),
+        Command::Serve(args) => serve::run(args, dirs),
+        Command::Approvals(args) => serve::approvals(args),
         Command::Trust(args) => {
             let files = if args.files.is_empty() {
                 let cwd = std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?;

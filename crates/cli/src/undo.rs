@@ -128,7 +128,7 @@ fn warn_planted(planted: &[pinfold_plan::control::Planted]) {
 
 /// Text for a terminal: control characters (escape sequences, newlines a name or a command
 /// may hold) shown as `\u{..}`, so nothing printed can rewrite the screen or fake a line.
-fn shown(text: &str) -> String {
+pub(crate) fn shown(text: &str) -> String {
     text.chars().map(|c| if c.is_control() { format!("\\u{{{:x}}}", c as u32) } else { c.to_string() }).collect()
 }
 
