@@ -36,3 +36,5 @@ mod control_files;
 mod egress_allowlist;
 mod egress_tools;
 mod egress_credentials;
+// `pinfold serve`: the governed server over real HTTP on loopback.
+mod serve;

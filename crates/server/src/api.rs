@@ -234,8 +234,9 @@ async fn delete_sandbox(State(app): State<App>, actor: Actor, UrlPath(id): UrlPa
 /// Kill what runs in `sb`, forget it, and remove its workspace if the server made it.
 pub fn remove_sandbox(app: &App, sb: &Sandbox, by: &str, event: &str) -> Result<(), ApiError> {
     record(app, "serve_sandbox", json!({"event": event, "actor": by, "sandbox": sb.id}))?;
-    app.kill_sandbox(&sb.id);
+    // The row first, then the runs (see App::running_add).
     db::delete_sandbox(&app.db(), &sb.id)?;
+    app.kill_sandbox(&sb.id);
     if sb.fresh {
         let ws = PathBuf::from(&sb.workspace);
         // Only ever a directory the server made, directly in its workspaces directory.

@@ -45,7 +45,7 @@ pub enum ApiError {
     #[error("the audit ledger cannot be written, so nothing was done")]
     Unrecorded,
     /// The policy that governs the workspace does not load: a configuration problem the
-    /// operator fixes (its message names the file and line).
+    /// user fixes (its message names the file and line), so 409, not a server fault.
     #[error("the policy for this workspace does not load: {0}")]
     Policy(String),
     /// Anything else: logged with its detail, answered without it.
@@ -60,11 +60,11 @@ impl ApiError {
             ApiError::Forbidden(_) | ApiError::SelfApproval | ApiError::Denied(_) | ApiError::BadHost | ApiError::BadOrigin => StatusCode::FORBIDDEN,
             ApiError::BadPath(_) | ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Conflict(_) | ApiError::Policy(_) => StatusCode::CONFLICT,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unrecorded => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::Policy(_) | ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 

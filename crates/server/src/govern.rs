@@ -178,6 +178,12 @@ fn rel_string(workspace: &Path, p: &str) -> Result<String, ApiError> {
     if r.as_os_str().is_empty() {
         return Err(ApiError::BadPath(format!("`{p}` is the workspace itself, not a file in it")));
     }
+    // Where the kernel would take it now, links followed: a link that points out is named
+    // for what it is. (The open itself is what holds: it resolves beneath the workspace.)
+    let (_, physical) = pinfold_plan::files::resolve(workspace, &r.to_string_lossy(), None);
+    if !physical.starts_with(workspace) {
+        return Err(ApiError::BadPath(format!("`{p}` leads outside the sandbox's workspace (through a symbolic link)")));
+    }
     r.to_str().map(str::to_string).ok_or_else(|| ApiError::BadPath("the path is not UTF-8".into()))
 }
 

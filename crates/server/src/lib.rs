@@ -109,8 +109,14 @@ impl App {
         self.approvals.subscribe()
     }
 
+    /// Note a run of `sandbox`. A sandbox deleted meanwhile (after the request found it) gets
+    /// its run killed here: the delete removes the row before it looks for runs, and this looks
+    /// for the row after adding the run, so one of the two sees the other.
     fn running_add(&self, sandbox: &str, pid: u32) {
         self.running.lock().unwrap_or_else(|p| p.into_inner()).entry(sandbox.to_string()).or_default().insert(pid);
+        if !matches!(db::sandbox(&self.db(), sandbox), Ok(Some(_))) {
+            run::kill_group(pid, libc::SIGKILL);
+        }
     }
 
     fn running_remove(&self, sandbox: &str, pid: u32) {
