@@ -19,6 +19,7 @@ mod errors;
 mod exec;
 mod exit;
 pub mod hook;
+mod mcp;
 mod serve;
 mod undo;
 
@@ -129,6 +130,14 @@ enum Command {
     /// List and decide the approvals of a running server (PINFOLD_SERVER, PINFOLD_TOKEN).
     #[command(after_help = "Exit status: 0 done, 2 the server refused or could not be reached.")]
     Approvals(serve::ApprovalsArgs),
+    /// MCP over stdio for an MCP client (an `mcpServers` entry): a thin client of a running
+    /// `pinfold serve` (PINFOLD_SERVER, PINFOLD_TOKEN). See docs/server.md, "MCP".
+    ///
+    /// Reads JSON-RPC messages from standard input, one per line, sends each to the server's
+    /// /mcp with the token, and writes the answers to standard output, one per line. The
+    /// server judges, runs and records every call.
+    #[command(after_help = "Exit status: 0 standard input ended, 2 PINFOLD_TOKEN is not set or PINFOLD_SERVER is not http://HOST:PORT.")]
+    Mcp(mcp::McpArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -253,6 +262,7 @@ fn run(command: Command, dirs: &Dirs) -> Result<i32, Error> {
         Command::Undo(args) => undo::run(args, dirs),
         Command::Serve(args) => serve::run(args, dirs),
         Command::Approvals(args) => serve::approvals(args),
+        Command::Mcp(args) => mcp::run(args),
         Command::Trust(args) => {
             let files = if args.files.is_empty() {
                 let cwd = std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?;

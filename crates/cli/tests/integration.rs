@@ -38,3 +38,7 @@ mod egress_tools;
 mod egress_credentials;
 // `pinfold serve`: the governed server over real HTTP on loopback.
 mod serve;
+// MCP on the server: /mcp over HTTP, and `pinfold mcp` over stdio.
+mod serve_mcp;
+// The dashboard in a real headless Chromium.
+mod serve_dashboard;

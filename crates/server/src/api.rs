@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{FromRequestParts, Path as UrlPath, Query, State};
+use axum::extract::{FromRequestParts, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -14,11 +14,12 @@ use axum::{Json, Router};
 use http_body_util::BodyExt;
 use pinfold_plan::record::Recorder;
 use pinfold_policy::config::{Action as Verdict, Audit};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use crate::db::{self, Actor, Approval, Role, Sandbox};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::govern::{self, Action, Governed};
 use crate::run::{Chunk, Output};
 use crate::App;
@@ -26,6 +27,7 @@ use crate::App;
 pub fn router(app: App) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/v1/openapi.json", get(openapi_json))
         .route("/v1/sandboxes", post(create_sandbox).get(list_sandboxes))
         .route("/v1/sandboxes/{id}", get(get_sandbox).delete(delete_sandbox))
         .route("/v1/sandboxes/{id}/exec", post(exec))
@@ -37,6 +39,8 @@ pub fn router(app: App) -> Router {
         .route("/v1/approvals/{id}/deny", post(deny))
         .route("/v1/ledger", get(ledger))
         .route("/v1/ledger/verify", get(ledger_verify))
+        .route_service("/mcp", crate::mcp::service(app.clone()))
+        .merge(crate::dashboard::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(app.clone(), crate::guard::checks))
@@ -48,12 +52,89 @@ async fn not_found() -> ApiError {
 }
 
 async fn method_not_allowed() -> Response {
-    let e = json!({"error": {"code": "method_not_allowed", "message": "this endpoint does not take that method"}});
+    let e = ErrorBody::new("method_not_allowed", "this endpoint does not take that method");
     (StatusCode::METHOD_NOT_ALLOWED, Json(e)).into_response()
 }
 
-async fn healthz() -> Json<Value> {
-    Json(json!({"status": "ok"}))
+/// `GET /healthz`'s answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// Always `ok`.
+    #[schema(example = "ok")]
+    pub status: String,
+}
+
+/// Whether the server is up. Needs no token.
+#[utoipa::path(get, path = "/healthz", tag = "server",
+    responses(
+        (status = 200, description = "The server is up", body = Health),
+        (status = 403, description = "bad_host: the Host header names a host this server does not answer for", body = ErrorBody),
+        (status = 429, description = "rate_limited: too many requests from this address", body = ErrorBody)
+    )
+)]
+async fn healthz() -> Json<Health> {
+    Json(Health { status: "ok".into() })
+}
+
+// --- the OpenAPI document ---
+
+/// The OpenAPI document of this API, made from the handlers' annotations and the types the
+/// handlers answer with, so the document and the answers are the same code.
+#[derive(Debug, OpenApi)]
+#[openapi(
+    info(title = "pinfold serve", description = "A governed sandbox server: every command and file call is judged by the policy, may wait for a person's approval, runs in a sandbox and is recorded in the audit ledger. See docs/server.md."),
+    paths(
+        healthz, openapi_json,
+        create_sandbox, list_sandboxes, get_sandbox, delete_sandbox,
+        exec,
+        read_file, write_file, delete_file, list_dir,
+        list_approvals, get_approval, approve, deny,
+        ledger, ledger_verify
+    ),
+    components(schemas(ErrorBody)),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "server", description = "Health and this document: no token needed"),
+        (name = "sandboxes", description = "Sandboxes: a workspace and the preset its commands run in"),
+        (name = "exec", description = "Governed commands"),
+        (name = "files", description = "Governed file calls beneath a sandbox's workspace"),
+        (name = "approvals", description = "Requests the policy put to a person"),
+        (name = "ledger", description = "The audit ledger (operators only)")
+    )
+)]
+pub struct ApiDoc;
+
+/// The `bearer` security scheme every operation but /healthz and /v1/openapi.json names, and
+/// what the annotations cannot say.
+#[derive(Debug)]
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let scheme = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .description(Some("A token from `pinfold serve token add NAME --role agent|operator`, as `Authorization: Bearer TOKEN`"))
+            .build();
+        doc.components.get_or_insert_with(Default::default).add_security_scheme("bearer", SecurityScheme::Http(scheme));
+        // An empty PUT body writes an empty file: the body may be left out.
+        if let Some(body) = doc.paths.paths.get_mut("/v1/sandboxes/{id}/files").and_then(|p| p.put.as_mut()).and_then(|op| op.request_body.as_mut()) {
+            body.required = Some(utoipa::openapi::Required::False);
+        }
+    }
+}
+
+/// This document. Needs no token.
+#[utoipa::path(get, path = "/v1/openapi.json", tag = "server",
+    responses(
+        (status = 200, description = "The OpenAPI document of this API", content_type = "application/json", body = Object),
+        (status = 403, description = "bad_host", body = ErrorBody),
+        (status = 429, description = "rate_limited", body = ErrorBody)
+    )
+)]
+async fn openapi_json() -> Response {
+    static DOC: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| serde_json::to_vec(&ApiDoc::openapi()).unwrap_or_default());
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], DOC.as_slice()).into_response()
 }
 
 // --- who is asking ---
@@ -62,7 +143,19 @@ impl FromRequestParts<App> for Actor {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Actor, ApiError> {
-        let token = bearer(&parts.headers).ok_or(ApiError::Unauthorized)?;
+        let Some(token) = bearer(&parts.headers) else {
+            // The dashboard's session cookie. A browser sends a cookie with requests other
+            // pages make too: one that changes state must name this server as its Origin
+            // (the guard has already refused any other Origin).
+            let session = crate::dashboard::session_cookie(&parts.headers).ok_or(ApiError::Unauthorized)?;
+            if !matches!(parts.method, axum::http::Method::GET | axum::http::Method::HEAD) && !parts.headers.contains_key("origin") {
+                return Err(ApiError::BadOrigin);
+            }
+            if !app.limiter.allow(&format!("s:{}", crate::token_hash(session))) {
+                return Err(ApiError::RateLimited);
+            }
+            return crate::dashboard::actor_by_session(app, session)?.ok_or(ApiError::Unauthorized);
+        };
         let hash = crate::token_hash(token);
         // Per token, before the database is asked: a flood with one token stops here.
         if !app.limiter.allow(&format!("t:{hash}")) {
@@ -72,7 +165,7 @@ impl FromRequestParts<App> for Actor {
     }
 }
 
-/// The bearer token: `Authorization: Bearer T`, else the dashboard's cookie.
+/// The bearer token: `Authorization: Bearer T`.
 fn bearer(h: &HeaderMap) -> Option<&str> {
     if let Some(v) = h.get("authorization") {
         let v = v.to_str().ok()?;
@@ -102,8 +195,25 @@ async fn read_bytes(body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
 
 async fn read_json<T: serde::de::DeserializeOwned>(body: Body, limit: usize, empty_ok: bool) -> Result<T, ApiError> {
     let bytes = read_bytes(body, limit).await?;
-    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) && empty_ok { b"{}" } else { &bytes };
+    // A body that may be left out may also be JSON `null`.
+    let bytes: &[u8] = if empty_ok && (bytes.iter().all(u8::is_ascii_whitespace) || bytes.trim_ascii() == b"null") { b"{}" } else { &bytes };
     serde_json::from_slice(bytes).map_err(|e| ApiError::BadRequest(format!("the body is not the JSON this endpoint takes: {e}")))
+}
+
+/// A path parameter. One axum cannot read (percent-encoded bytes that are not UTF-8) is a
+/// `bad_request` in the JSON every other error is, not axum's plain-text rejection.
+#[derive(Debug)]
+pub(crate) struct UrlPath<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned + Send> FromRequestParts<App> for UrlPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<UrlPath<T>, ApiError> {
+        match axum::extract::Path::<T>::from_request_parts(parts, app).await {
+            Ok(axum::extract::Path(t)) => Ok(UrlPath(t)),
+            Err(e) => Err(ApiError::BadRequest(format!("bad path: {}", e.body_text()))),
+        }
+    }
 }
 
 fn query<T>(q: Result<Query<T>, axum::extract::rejection::QueryRejection>) -> Result<T, ApiError> {
@@ -112,27 +222,62 @@ fn query<T>(q: Result<Query<T>, axum::extract::rejection::QueryRejection>) -> Re
 
 // --- sandboxes ---
 
-#[derive(Deserialize)]
+/// `POST /v1/sandboxes`'s body. Every field may be left out; so may the whole body.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct CreateSandbox {
+pub struct CreateSandbox {
+    /// An existing directory beneath one of the server's workspace roots; without it the
+    /// server makes a fresh, empty workspace (removed with the sandbox).
     workspace: Option<String>,
+    /// A sandbox preset the workspace's policy defines; without it, the policy's default.
     preset: Option<String>,
+    /// Seconds the sandbox lives, 1 to 604800 (a week); the server's default without it.
+    #[schema(minimum = 1, maximum = 604800)]
     ttl_s: Option<u64>,
 }
 
 /// The most a sandbox may live.
 const MAX_TTL_S: u64 = 7 * 24 * 3600;
 
-fn sandbox_view(s: &Sandbox) -> Value {
-    json!({
-        "id": s.id,
-        "workspace": s.workspace,
-        "preset": s.preset,
-        "owner": s.owner,
-        "created_at": s.created_at,
-        "expires_at": s.expires_at,
-        "last_used": s.last_used,
-    })
+/// A sandbox, as the API shows it. Times are Unix seconds.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SandboxView {
+    #[schema(example = "sb_0123456789abcdef01234567")]
+    pub id: String,
+    /// The workspace directory, canonical.
+    pub workspace: String,
+    /// The preset named when it was made (null: the policy's default).
+    pub preset: Option<String>,
+    /// The name of the token that made it.
+    pub owner: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub last_used: i64,
+}
+
+impl From<&Sandbox> for SandboxView {
+    fn from(s: &Sandbox) -> SandboxView {
+        SandboxView {
+            id: s.id.clone(),
+            workspace: s.workspace.clone(),
+            preset: s.preset.clone(),
+            owner: s.owner.clone(),
+            created_at: s.created_at,
+            expires_at: s.expires_at,
+            last_used: s.last_used,
+        }
+    }
+}
+
+/// A sandbox's JSON form (the REST answer's, for the other doors).
+pub fn sandbox_view(s: &Sandbox) -> Value {
+    json!(SandboxView::from(s))
+}
+
+/// `GET /v1/sandboxes`'s answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SandboxList {
+    pub sandboxes: Vec<SandboxView>,
 }
 
 /// The server's own records (sandboxes made and removed, decisions): recorded whatever a
@@ -151,14 +296,34 @@ fn record(app: &App, kind: &str, data: Value) -> Result<(), ApiError> {
     })
 }
 
+/// Make a sandbox: a fresh workspace, or an existing directory beneath a workspace root.
+#[utoipa::path(post, path = "/v1/sandboxes", tag = "sandboxes", security(("bearer" = [])),
+    request_body(content = Option<CreateSandbox>, description = "May be empty (the same as `{}`)"),
+    responses(
+        (status = 201, description = "The sandbox was made", body = SandboxView),
+        (status = 400, description = "bad_request (the body, the TTL or an unknown preset) or bad_path (the workspace is not an existing directory)", body = ErrorBody),
+        (status = 401, description = "unauthorized: no valid bearer token", body = ErrorBody),
+        (status = 403, description = "forbidden (the workspace is not beneath a workspace root), bad_host or bad_origin", body = ErrorBody),
+        (status = 409, description = "policy_error: the workspace's policy does not load", body = ErrorBody),
+        (status = 413, description = "too_large: the body is over the server's limit", body = ErrorBody),
+        (status = 429, description = "rate_limited", body = ErrorBody),
+        (status = 503, description = "unrecorded: the ledger cannot be written, so nothing was done", body = ErrorBody)
+    )
+)]
 async fn create_sandbox(State(app): State<App>, actor: Actor, body: Body) -> Result<Response, ApiError> {
     let req: CreateSandbox = read_json(body, app.opts.max_body, true).await?;
+    let sb = new_sandbox(&app, &actor, req.workspace, req.preset, req.ttl_s)?;
+    Ok((StatusCode::CREATED, Json(SandboxView::from(&sb))).into_response())
+}
+
+/// Make a sandbox for `actor` (REST's POST /v1/sandboxes, MCP's `create_sandbox`).
+pub(crate) fn new_sandbox(app: &App, actor: &Actor, requested: Option<String>, preset: Option<String>, ttl_s: Option<u64>) -> Result<Sandbox, ApiError> {
     let id = format!("sb_{}", crate::random_hex(12));
-    let ttl = req.ttl_s.unwrap_or(app.opts.sandbox_ttl_s);
+    let ttl = ttl_s.unwrap_or(app.opts.sandbox_ttl_s);
     if ttl == 0 || ttl > MAX_TTL_S {
         return Err(ApiError::BadRequest(format!("ttl_s must be between 1 and {MAX_TTL_S}")));
     }
-    let (workspace, fresh) = match &req.workspace {
+    let (workspace, fresh) = match &requested {
         Some(w) => {
             let c = crate::canonical_dir(Path::new(w)).map_err(|e| ApiError::BadPath(format!("the workspace `{w}` is not an existing directory: {e}")))?;
             if !app.opts.workspace_roots.iter().any(|r| c.starts_with(r)) {
@@ -181,7 +346,7 @@ async fn create_sandbox(State(app): State<App>, actor: Actor, body: Body) -> Res
         }
         e
     };
-    if let Some(p) = &req.preset {
+    if let Some(p) = &preset {
         let policy = pinfold_plan::load::policy(None, Some(&workspace), true, &app.dirs).map_err(|e| cleanup(ApiError::Policy(e.to_string())))?;
         if !policy.config().sandboxes.contains_key(p) {
             let known: Vec<&String> = policy.config().sandboxes.keys().collect();
@@ -192,7 +357,7 @@ async fn create_sandbox(State(app): State<App>, actor: Actor, body: Body) -> Res
     let sb = Sandbox {
         id,
         workspace: workspace.display().to_string(),
-        preset: req.preset,
+        preset,
         owner: actor.name.clone(),
         fresh,
         created_at: now,
@@ -200,14 +365,14 @@ async fn create_sandbox(State(app): State<App>, actor: Actor, body: Body) -> Res
         idle_s: app.opts.sandbox_idle_s as i64,
         last_used: now,
     };
-    record(&app, "serve_sandbox", json!({"event": "created", "actor": actor.name, "sandbox": sb.id, "workspace": sb.workspace, "preset": sb.preset, "expires_at": sb.expires_at}))
+    record(app, "serve_sandbox", json!({"event": "created", "actor": actor.name, "sandbox": sb.id, "workspace": sb.workspace, "preset": sb.preset, "expires_at": sb.expires_at}))
         .map_err(cleanup)?;
     db::insert_sandbox(&app.db(), &sb).map_err(|e| cleanup(e.into()))?;
-    Ok((StatusCode::CREATED, Json(sandbox_view(&sb))).into_response())
+    Ok(sb)
 }
 
 /// The sandbox `id` as `actor` may see it: an agent sees its own only.
-fn visible_sandbox(app: &App, actor: &Actor, id: &str) -> Result<Sandbox, ApiError> {
+pub(crate) fn visible_sandbox(app: &App, actor: &Actor, id: &str) -> Result<Sandbox, ApiError> {
     let sb = db::sandbox(&app.db(), id)?;
     match sb {
         Some(s) if actor.role == Role::Operator || s.owner == actor.name => Ok(s),
@@ -215,16 +380,50 @@ fn visible_sandbox(app: &App, actor: &Actor, id: &str) -> Result<Sandbox, ApiErr
     }
 }
 
-async fn list_sandboxes(State(app): State<App>, actor: Actor) -> Result<Json<Value>, ApiError> {
+/// The sandboxes the token may see: an agent's own, or all of them for an operator.
+#[utoipa::path(get, path = "/v1/sandboxes", tag = "sandboxes", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The sandboxes", body = SandboxList),
+        (status = 401, description = "unauthorized: no valid bearer token", body = ErrorBody),
+        (status = 403, description = "bad_host", body = ErrorBody),
+        (status = 429, description = "rate_limited", body = ErrorBody)
+    )
+)]
+async fn list_sandboxes(State(app): State<App>, actor: Actor) -> Result<Json<SandboxList>, ApiError> {
     let owner = (actor.role == Role::Agent).then_some(actor.name.as_str());
     let list = db::sandboxes(&app.db(), owner)?;
-    Ok(Json(json!({"sandboxes": list.iter().map(sandbox_view).collect::<Vec<_>>()})))
+    Ok(Json(SandboxList { sandboxes: list.iter().map(SandboxView::from).collect() }))
 }
 
-async fn get_sandbox(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>) -> Result<Json<Value>, ApiError> {
-    Ok(Json(sandbox_view(&visible_sandbox(&app, &actor, &id)?)))
+/// One sandbox.
+#[utoipa::path(get, path = "/v1/sandboxes/{id}", tag = "sandboxes", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The sandbox's id")),
+    responses(
+        (status = 200, description = "The sandbox", body = SandboxView),
+        (status = 400, description = "bad_request: the path is not valid", body = ErrorBody),
+        (status = 401, description = "unauthorized: no valid bearer token", body = ErrorBody),
+        (status = 403, description = "bad_host", body = ErrorBody),
+        (status = 404, description = "not_found: no such sandbox, or another agent's", body = ErrorBody),
+        (status = 429, description = "rate_limited", body = ErrorBody)
+    )
+)]
+async fn get_sandbox(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>) -> Result<Json<SandboxView>, ApiError> {
+    Ok(Json(SandboxView::from(&visible_sandbox(&app, &actor, &id)?)))
 }
 
+/// Remove a sandbox: what runs in it is stopped, a fresh workspace is deleted.
+#[utoipa::path(delete, path = "/v1/sandboxes/{id}", tag = "sandboxes", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The sandbox's id")),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 400, description = "bad_request: the path is not valid", body = ErrorBody),
+        (status = 401, description = "unauthorized: no valid bearer token", body = ErrorBody),
+        (status = 403, description = "bad_host or bad_origin", body = ErrorBody),
+        (status = 404, description = "not_found: no such sandbox, or another agent's", body = ErrorBody),
+        (status = 429, description = "rate_limited", body = ErrorBody),
+        (status = 503, description = "unrecorded: the ledger cannot be written, so nothing was done", body = ErrorBody)
+    )
+)]
 async fn delete_sandbox(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>) -> Result<StatusCode, ApiError> {
     let sb = visible_sandbox(&app, &actor, &id)?;
     remove_sandbox(&app, &sb, &actor.name, "deleted")?;
@@ -254,26 +453,96 @@ pub fn remove_sandbox(app: &App, sb: &Sandbox, by: &str, event: &str) -> Result<
 
 // --- exec ---
 
-#[derive(Deserialize)]
+/// `POST /v1/sandboxes/{id}/exec`'s body: exactly one of `command` and `argv`.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct ExecRequest {
+pub struct ExecRequest {
+    /// Shell text, judged and run as `pinfold exec` would.
+    #[schema(example = "make test")]
     command: Option<String>,
+    /// A command as words (joined with shell quoting); not empty.
     argv: Option<Vec<String>>,
+    /// Seconds before the run is stopped (cut to the server's ceiling).
     timeout_s: Option<u64>,
+    /// Text given to the command's standard input.
     stdin: Option<String>,
 }
 
+/// The policy's verdict on a run that happened: `allow`, or `ask` when a person approved it.
+#[derive(ToSchema)]
+#[schema(as = Verdict)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)] // only the schema of pinfold_policy's verdict, which serialises the same way
+enum VerdictSchema {
+    Allow,
+    Ask,
+}
+
+/// A run's result.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExecResult {
+    /// The command's exit status (128 + N when signal N ended it).
+    pub exit_code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    /// An output stream was longer than `output_limit` bytes and was cut.
+    pub truncated: bool,
+    /// The most bytes kept of each stream.
+    pub output_limit: usize,
+    /// The run was stopped at its timeout.
+    pub timed_out: bool,
+    pub duration_ms: u64,
+    #[schema(value_type = VerdictSchema)]
+    pub verdict: Verdict,
+}
+
+impl ExecResult {
+    pub fn new(o: &Output, verdict: Verdict) -> ExecResult {
+        ExecResult {
+            exit_code: o.exit_code,
+            stdout: o.stdout.clone(),
+            stderr: o.stderr.clone(),
+            truncated: o.truncated,
+            output_limit: o.output_limit,
+            timed_out: o.timed_out,
+            duration_ms: o.duration_ms,
+            verdict,
+        }
+    }
+}
+
+/// A run's result as JSON (an approval's `result`, the exec answer).
 pub fn exec_body(o: &Output, verdict: Verdict) -> Value {
-    json!({
-        "exit_code": o.exit_code,
-        "stdout": o.stdout,
-        "stderr": o.stderr,
-        "truncated": o.truncated,
-        "output_limit": o.output_limit,
-        "timed_out": o.timed_out,
-        "duration_ms": o.duration_ms,
-        "verdict": verdict,
-    })
+    json!(ExecResult::new(o, verdict))
+}
+
+/// The approval an exec waits for (answered with 202).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PendingApproval {
+    pub approval: ApprovalRef,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApprovalRef {
+    #[schema(example = "ap_0123456789abcdef01234567")]
+    pub id: String,
+    /// `pending`.
+    pub status: String,
+    /// Where to poll it (`GET /v1/approvals/{id}?wait=S`).
+    pub url: String,
+    /// Why the policy asks.
+    pub reason: String,
+    /// Unix seconds; undecided by then, it expires.
+    pub expires_at: i64,
+}
+
+/// The command an exec names: shell text as given, or an argv quoted into shell text.
+pub(crate) fn exec_text(command: Option<String>, argv: Option<Vec<String>>) -> Result<String, ApiError> {
+    match (command, argv) {
+        (Some(c), None) => Ok(c),
+        (None, Some(argv)) if !argv.is_empty() => Ok(pinfold_shell::join(&argv)),
+        _ => Err(ApiError::BadRequest("give exactly one of `command` (shell text) or `argv` (a non-empty list)".into())),
+    }
 }
 
 fn approval_url(app: &App, id: &str) -> String {
@@ -281,19 +550,43 @@ fn approval_url(app: &App, id: &str) -> String {
     format!("http://{host}/v1/approvals/{id}")
 }
 
-fn pending_body(app: &App, a: &Approval) -> Value {
-    json!({"approval": {"id": a.id, "status": a.status, "url": approval_url(app, &a.id), "reason": a.reason, "expires_at": a.expires_at}})
+pub(crate) fn pending_body(app: &App, a: &Approval) -> Value {
+    json!(PendingApproval {
+        approval: ApprovalRef { id: a.id.clone(), status: a.status.clone(), url: approval_url(app, &a.id), reason: a.reason.clone(), expires_at: a.expires_at },
+    })
 }
 
+/// Run a command in the sandbox, governed: judged by the policy, put to a person when the
+/// policy asks, recorded before and after. With `Accept: text/event-stream` the output comes
+/// as `stdout` and `stderr` events (data: `{"data": TEXT}`), then one `result`, `approval` or
+/// `error` event whose data is the JSON answer's body.
+#[utoipa::path(post, path = "/v1/sandboxes/{id}/exec", tag = "exec", security(("bearer" = [])),
+    params(
+        ("id" = String, Path, description = "The sandbox's id"),
+        ("Idempotency-Key" = Option<String>, Header, description = "1-200 characters: the same key and body get the first answer again, and nothing runs twice")
+    ),
+    request_body = ExecRequest,
+    responses(
+        (status = 200, description = "It ran (a non-zero exit code is still 200)", content(
+            (ExecResult = "application/json"),
+            (String = "text/event-stream")
+        ), headers(("idempotent-replayed" = String, description = "`true` on an answer given again for an Idempotency-Key"))),
+        (status = 202, description = "The policy asks a person: an approval is pending and nothing ran", body = PendingApproval),
+        (status = 400, description = "bad_request: the body, an empty command, a command that does not parse, or the Idempotency-Key", body = ErrorBody),
+        (status = 401, description = "unauthorized: no valid bearer token", body = ErrorBody),
+        (status = 403, description = "denied: the policy denies the command (nothing ran); or bad_host, bad_origin", body = ErrorBody),
+        (status = 404, description = "not_found: no such sandbox, or another agent's", body = ErrorBody),
+        (status = 409, description = "conflict (the Idempotency-Key was used for another request) or policy_error", body = ErrorBody),
+        (status = 413, description = "too_large: the body is over the server's limit", body = ErrorBody),
+        (status = 429, description = "rate_limited", body = ErrorBody),
+        (status = 503, description = "unrecorded: the ledger cannot be written, so nothing was done", body = ErrorBody)
+    )
+)]
 async fn exec(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     let bytes = read_bytes(body, app.opts.max_body).await?;
     let req: ExecRequest = serde_json::from_slice(&bytes).map_err(|e| ApiError::BadRequest(format!("the body is not the JSON this endpoint takes: {e}")))?;
     let sb = visible_sandbox(&app, &actor, &id)?;
-    let text = match (req.command, req.argv) {
-        (Some(c), None) => c,
-        (None, Some(argv)) if !argv.is_empty() => pinfold_shell::join(&argv),
-        _ => return Err(ApiError::BadRequest("give exactly one of `command` (shell text) or `argv` (a non-empty list)".into())),
-    };
+    let text = exec_text(req.command, req.argv)?;
     let action = Action::Exec { text, stdin: req.stdin, timeout_s: req.timeout_s.unwrap_or(app.opts.default_timeout_s) };
     let stream = headers.get("accept").and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("text/event-stream"));
     if stream {
@@ -351,6 +644,24 @@ fn need_path(q: PathQuery) -> Result<String, ApiError> {
     q.path.filter(|p| !p.is_empty()).ok_or_else(|| ApiError::BadRequest("give the file as ?path=P".into()))
 }
 
+/// Read a file beneath the workspace, as the sandbox's preset allows.
+#[utoipa::path(get, path = "/v1/sandboxes/{id}/files", tag = "files", security(("bearer" = [])),
+    params(
+        ("id" = String, Path, description = "The sandbox's id"),
+        ("path" = String, Query, min_length = 1, description = "The file, relative to the workspace")
+    ),
+    responses(
+        (status = 200, description = "The file's bytes", content_type = "application/octet-stream", body = FileBytes),
+        (status = 400, description = "bad_request (no ?path) or bad_path (it leaves the workspace, or is a directory)", body = ErrorBody),
+        (status = 401, description = "unauthorized: no valid bearer token", body = ErrorBody),
+        (status = 403, description = "denied: the sandbox may not read it; forbidden; bad_host", body = ErrorBody),
+        (status = 404, description = "not_found: no such sandbox, or no such file", body = ErrorBody),
+        (status = 409, description = "policy_error, or the workspace cannot be opened", body = ErrorBody),
+        (status = 413, description = "too_large: the file is over the server's limit", body = ErrorBody),
+        (status = 429, description = "rate_limited", body = ErrorBody),
+        (status = 503, description = "unrecorded: the ledger cannot be written, so nothing was done", body = ErrorBody)
+    )
+)]
 async fn read_file(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>, q: Result<Query<PathQuery>, axum::extract::rejection::QueryRejection>) -> Result<Response, ApiError> {
     let path = need_path(query(q)?)?;
     let sb = visible_sandbox(&app, &actor, &id)?;
@@ -364,15 +675,66 @@ async fn read_file(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<St
     }
 }
 
-async fn write_file(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>, q: Result<Query<PathQuery>, axum::extract::rejection::QueryRejection>, body: Body) -> Result<Json<Value>, ApiError> {
+/// A file's raw bytes (the document's schema of a file body).
+#[derive(ToSchema)]
+#[schema(value_type = String, format = Binary)]
+#[allow(dead_code)] // only a schema: the bytes are read and written as they are
+struct FileBytes(Vec<u8>);
+
+/// `PUT /v1/sandboxes/{id}/files`'s answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FileWritten {
+    /// The file, relative to the workspace.
+    pub path: String,
+    /// Bytes written.
+    pub bytes: usize,
+}
+
+/// Write a file beneath the workspace (its directories made), as the sandbox's preset allows.
+#[utoipa::path(put, path = "/v1/sandboxes/{id}/files", tag = "files", security(("bearer" = [])),
+    params(
+        ("id" = String, Path, description = "The sandbox's id"),
+        ("path" = String, Query, min_length = 1, description = "The file, relative to the workspace")
+    ),
+    request_body(content = FileBytes, content_type = "application/octet-stream", description = "The file's new contents, raw"),
+    responses(
+        (status = 200, description = "Written", body = FileWritten),
+        (status = 400, description = "bad_request (no ?path) or bad_path (it leaves the workspace, or is a directory)", body = ErrorBody),
+        (status = 401, description = "unauthorized: no valid bearer token", body = ErrorBody),
+        (status = 403, description = "denied: the sandbox may not write it (a protected path); forbidden; bad_host, bad_origin", body = ErrorBody),
+        (status = 404, description = "not_found: no such sandbox", body = ErrorBody),
+        (status = 409, description = "policy_error, or the workspace cannot be opened", body = ErrorBody),
+        (status = 413, description = "too_large: the body is over the server's file limit", body = ErrorBody),
+        (status = 429, description = "rate_limited", body = ErrorBody),
+        (status = 503, description = "unrecorded: the ledger cannot be written, so nothing was done", body = ErrorBody)
+    )
+)]
+async fn write_file(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>, q: Result<Query<PathQuery>, axum::extract::rejection::QueryRejection>, body: Body) -> Result<Json<FileWritten>, ApiError> {
     let path = need_path(query(q)?)?;
     let sb = visible_sandbox(&app, &actor, &id)?;
     let bytes = read_bytes(body, app.opts.max_file).await?;
     let n = bytes.len();
     govern::govern(&app, &actor, &sb, Action::Write { path: path.clone(), bytes }, None, None).await?;
-    Ok(Json(json!({"path": path, "bytes": n})))
+    Ok(Json(FileWritten { path, bytes: n }))
 }
 
+/// Remove a file, or an empty directory, beneath the workspace.
+#[utoipa::path(delete, path = "/v1/sandboxes/{id}/files", tag = "files", security(("bearer" = [])),
+    params(
+        ("id" = String, Path, description = "The sandbox's id"),
+        ("path" = String, Query, min_length = 1, description = "The file or empty directory, relative to the workspace")
+    ),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 400, description = "bad_request (no ?path) or bad_path (it leaves the workspace)", body = ErrorBody),
+        (status = 401, description = "unauthorized: no valid bearer token", body = ErrorBody),
+        (status = 403, description = "denied: the sandbox may not write it; forbidden; bad_host, bad_origin", body = ErrorBody),
+        (status = 404, description = "not_found: no such sandbox, or no such file", body = ErrorBody),
+        (status = 409, description = "conflict (a directory that is not empty), policy_error, or the workspace cannot be opened", body = ErrorBody),
+        (status = 429, description = "rate_limited", body = ErrorBody),
+        (status = 503, description = "unrecorded: the ledger cannot be written, so nothing was done", body = ErrorBody)
+    )
+)]
 async fn delete_file(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>, q: Result<Query<PathQuery>, axum::extract::rejection::QueryRejection>) -> Result<StatusCode, ApiError> {
     let path = need_path(query(q)?)?;
     let sb = visible_sandbox(&app, &actor, &id)?;
@@ -380,45 +742,150 @@ async fn delete_file(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn list_dir(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>, q: Result<Query<PathQuery>, axum::extract::rejection::QueryRejection>) -> Result<Json<Value>, ApiError> {
+/// `GET /v1/sandboxes/{id}/dir`'s answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DirEntries {
+    pub entries: Vec<DirEntry>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DirEntry {
+    pub name: String,
+    /// `file`, `dir`, `symlink` or `other`.
+    #[serde(rename = "type")]
+    #[schema(example = "file")]
+    pub kind: String,
+    /// Bytes.
+    pub size: u64,
+}
+
+/// List a directory beneath the workspace (the workspace itself without ?path).
+#[utoipa::path(get, path = "/v1/sandboxes/{id}/dir", tag = "files", security(("bearer" = [])),
+    params(
+        ("id" = String, Path, description = "The sandbox's id"),
+        ("path" = Option<String>, Query, description = "The directory, relative to the workspace")
+    ),
+    responses(
+        (status = 200, description = "The directory's entries", body = DirEntries),
+        (status = 400, description = "bad_request or bad_path (it leaves the workspace, or is not a directory)", body = ErrorBody),
+        (status = 401, description = "unauthorized: no valid bearer token", body = ErrorBody),
+        (status = 403, description = "denied: the sandbox may not read it; forbidden; bad_host", body = ErrorBody),
+        (status = 404, description = "not_found: no such sandbox, or no such directory", body = ErrorBody),
+        (status = 409, description = "policy_error, or the workspace cannot be opened", body = ErrorBody),
+        (status = 429, description = "rate_limited", body = ErrorBody),
+        (status = 503, description = "unrecorded: the ledger cannot be written, so nothing was done", body = ErrorBody)
+    )
+)]
+async fn list_dir(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>, q: Result<Query<PathQuery>, axum::extract::rejection::QueryRejection>) -> Result<Json<DirEntries>, ApiError> {
     let path = query(q)?.path.unwrap_or_default();
     let sb = visible_sandbox(&app, &actor, &id)?;
     match govern::govern(&app, &actor, &sb, Action::List { path }, None, None).await? {
-        Governed::Entries(e) => Ok(Json(json!({"entries": e.iter().map(|(n, t, s)| json!({"name": n, "type": t, "size": s})).collect::<Vec<_>>()}))),
+        Governed::Entries(e) => Ok(Json(DirEntries { entries: e.into_iter().map(|(name, kind, size)| DirEntry { name, kind: kind.to_string(), size }).collect() })),
         _ => Err(ApiError::internal("list gave no entries")),
     }
 }
 
 // --- approvals ---
 
-pub fn approval_view(app: &App, a: &Approval) -> Value {
-    json!({
-        "id": a.id,
-        "status": a.status,
-        "action": a.action,
-        "action_hash": a.action_hash,
-        "reason": a.reason,
-        "sandbox": a.sandbox,
-        "requested_by": a.requested_by,
-        "decided_by": a.decided_by,
-        "decision_reason": a.decision_reason,
-        "result": a.result,
-        "created_at": a.created_at,
-        "expires_at": a.expires_at,
-        "decided_at": a.decided_at,
-        "url": approval_url(app, &a.id),
-    })
+/// An approval's state.
+#[derive(ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)] // only a schema: the state is kept as text (see STATUSES)
+enum ApprovalStatus {
+    Pending,
+    /// Approved, and running.
+    Approved,
+    Denied,
+    Expired,
+    /// It ran; see `result`.
+    Consumed,
 }
 
-#[derive(Deserialize)]
+/// An approval: an action the policy put to a person, and what came of it. Times are Unix
+/// seconds.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApprovalView {
+    #[schema(example = "ap_0123456789abcdef01234567")]
+    pub id: String,
+    #[schema(value_type = ApprovalStatus)]
+    pub status: String,
+    /// The canonical action the approval binds (kind, command, sandbox, workspace, preset…).
+    #[schema(value_type = Object)]
+    pub action: Value,
+    /// SHA-256 of the canonical action.
+    pub action_hash: String,
+    /// Why the policy asks.
+    pub reason: String,
+    /// The sandbox's id.
+    pub sandbox: String,
+    pub requested_by: String,
+    pub decided_by: Option<String>,
+    pub decision_reason: Option<String>,
+    /// The run's result once it ran: an exec result, or `{"error": {"code", "message"}}`.
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Value>,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub decided_at: Option<i64>,
+    pub url: String,
+}
+
+impl ApprovalView {
+    pub fn new(app: &App, a: &Approval) -> ApprovalView {
+        ApprovalView {
+            id: a.id.clone(),
+            status: a.status.clone(),
+            action: a.action.clone(),
+            action_hash: a.action_hash.clone(),
+            reason: a.reason.clone(),
+            sandbox: a.sandbox.clone(),
+            requested_by: a.requested_by.clone(),
+            decided_by: a.decided_by.clone(),
+            decision_reason: a.decision_reason.clone(),
+            result: a.result.clone(),
+            created_at: a.created_at,
+            expires_at: a.expires_at,
+            decided_at: a.decided_at,
+            url: approval_url(app, &a.id),
+        }
+    }
+}
+
+/// An approval's JSON form (the REST answer's, for the other doors).
+pub fn approval_view(app: &App, a: &Approval) -> Value {
+    json!(ApprovalView::new(app, a))
+}
+
+/// `GET /v1/approvals`'s answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApprovalList {
+    pub approvals: Vec<ApprovalView>,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct ListApprovals {
+    /// Only approvals in this state.
+    #[param(value_type = Option<ApprovalStatus>)]
     status: Option<String>,
+    /// The most to list (1-1000; 100 without it).
     limit: Option<i64>,
 }
 
 const STATUSES: &[&str] = &["pending", "approved", "denied", "expired", "consumed"];
 
-async fn list_approvals(State(app): State<App>, actor: Actor, q: Result<Query<ListApprovals>, axum::extract::rejection::QueryRejection>) -> Result<Json<Value>, ApiError> {
+/// Approvals, newest first: an agent's own, or everyone's for an operator.
+#[utoipa::path(get, path = "/v1/approvals", tag = "approvals", security(("bearer" = [])),
+    params(ListApprovals),
+    responses(
+        (status = 200, description = "The approvals", body = ApprovalList),
+        (status = 400, description = "bad_request: an unknown status or a bad query", body = ErrorBody),
+        (status = 401, description = "unauthorized: no valid bearer token", body = ErrorBody),
+        (status = 403, description = "bad_host", body = ErrorBody),
+        (status = 429, description = "rate_limited", body = ErrorBody)
+    )
+)]
+async fn list_approvals(State(app): State<App>, actor: Actor, q: Result<Query<ListApprovals>, axum::extract::rejection::QueryRejection>) -> Result<Json<ApprovalList>, ApiError> {
     let q = query(q)?;
     if let Some(s) = &q.status
         && !STATUSES.contains(&s.as_str())
@@ -427,61 +894,114 @@ async fn list_approvals(State(app): State<App>, actor: Actor, q: Result<Query<Li
     }
     let by = (actor.role == Role::Agent).then_some(actor.name.as_str());
     let list = db::approvals(&app.db(), q.status.as_deref(), by, q.limit.unwrap_or(100).clamp(1, 1000))?;
-    Ok(Json(json!({"approvals": list.iter().map(|a| approval_view(&app, a)).collect::<Vec<_>>()})))
+    Ok(Json(ApprovalList { approvals: list.iter().map(|a| ApprovalView::new(&app, a)).collect() }))
 }
 
-fn visible_approval(app: &App, actor: &Actor, id: &str) -> Result<Approval, ApiError> {
+pub(crate) fn visible_approval(app: &App, actor: &Actor, id: &str) -> Result<Approval, ApiError> {
     match db::approval(&app.db(), id)? {
         Some(a) if actor.role == Role::Operator || a.requested_by == actor.name => Ok(a),
         _ => Err(ApiError::NotFound(format!("no approval `{id}`"))),
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct Wait {
-    wait: Option<u64>,
+    /// Seconds to wait (at most 60) while the approval is pending or running: a long poll.
+    wait: Option<i64>,
 }
 
 /// The longest a long poll waits.
-const MAX_WAIT_S: u64 = 60;
+pub(crate) const MAX_WAIT_S: u64 = 60;
 
-async fn get_approval(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>, q: Result<Query<Wait>, axum::extract::rejection::QueryRejection>) -> Result<Json<Value>, ApiError> {
-    let wait = Duration::from_secs(query(q)?.wait.unwrap_or(0).min(MAX_WAIT_S));
-    let deadline = tokio::time::Instant::now() + wait;
+/// One approval; with ?wait=S, answered when it is decided and done, or after S seconds.
+#[utoipa::path(get, path = "/v1/approvals/{id}", tag = "approvals", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The approval's id"), Wait),
+    responses(
+        (status = 200, description = "The approval", body = ApprovalView),
+        (status = 400, description = "bad_request: a bad query", body = ErrorBody),
+        (status = 401, description = "unauthorized: no valid bearer token", body = ErrorBody),
+        (status = 403, description = "bad_host", body = ErrorBody),
+        (status = 404, description = "not_found: no such approval, or another agent's", body = ErrorBody),
+        (status = 429, description = "rate_limited", body = ErrorBody)
+    )
+)]
+async fn get_approval(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>, q: Result<Query<Wait>, axum::extract::rejection::QueryRejection>) -> Result<Json<ApprovalView>, ApiError> {
+    let a = wait_approval(&app, &actor, &id, query(q)?.wait.unwrap_or(0).max(0) as u64).await?;
+    Ok(Json(ApprovalView::new(&app, &a)))
+}
+
+/// The approval `id` as `actor` may see it, once it reaches a state nobody acts on any more
+/// (denied, expired, consumed) or after `wait_s` seconds (at most [`MAX_WAIT_S`]).
+pub(crate) async fn wait_approval(app: &App, actor: &Actor, id: &str, wait_s: u64) -> Result<Approval, ApiError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s.min(MAX_WAIT_S));
     let mut changes = app.approvals_watch();
     loop {
-        let a = visible_approval(&app, &actor, &id)?;
-        // Waiting ends when the approval reaches a state nobody acts on any more.
+        let a = visible_approval(app, actor, id)?;
         if !matches!(a.status.as_str(), "pending" | "approved") || tokio::time::Instant::now() >= deadline {
-            return Ok(Json(approval_view(&app, &a)));
+            return Ok(a);
         }
         if tokio::time::timeout_at(deadline, changes.changed()).await.is_err() {
-            let a = visible_approval(&app, &actor, &id)?;
-            return Ok(Json(approval_view(&app, &a)));
+            return visible_approval(app, actor, id);
         }
     }
 }
 
-#[derive(Deserialize, Default)]
+/// An operator's decision: the body of approve and deny (it may be empty).
+#[derive(Debug, Deserialize, Default, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Decision {
+pub struct Decision {
+    /// Why (at most 4096 bytes); recorded in the ledger.
     reason: Option<String>,
 }
 
-async fn approve(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>, body: Body) -> Result<Json<Value>, ApiError> {
+/// Approve a pending approval (an operator, not the one who asked): the action runs once, in
+/// its sandbox, and its result lands on the approval.
+#[utoipa::path(post, path = "/v1/approvals/{id}/approve", tag = "approvals", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The approval's id")),
+    request_body(content = Option<Decision>, description = "May be empty"),
+    responses(
+        (status = 200, description = "Approved: the approval, now `approved` (it runs)", body = ApprovalView),
+        (status = 400, description = "bad_request: the body, or a reason over 4096 bytes", body = ErrorBody),
+        (status = 401, description = "unauthorized: no valid bearer token", body = ErrorBody),
+        (status = 403, description = "forbidden (an agent's token), self_approval (the operator asked for it), bad_host or bad_origin", body = ErrorBody),
+        (status = 404, description = "not_found: no such approval", body = ErrorBody),
+        (status = 409, description = "conflict: not pending any more (decided, or expired)", body = ErrorBody),
+        (status = 413, description = "too_large: the body is over the server's limit", body = ErrorBody),
+        (status = 429, description = "rate_limited", body = ErrorBody),
+        (status = 503, description = "unrecorded: the ledger cannot be written, so nothing was done", body = ErrorBody)
+    )
+)]
+async fn approve(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>, body: Body) -> Result<Json<ApprovalView>, ApiError> {
     let d: Decision = read_json(body, app.opts.max_body, true).await?;
     let a = decide(&app, &actor, &id, "approved", d.reason)?;
     // The action runs once, in its sandbox; its result lands on the approval.
     let app2 = app.clone();
     let a2 = a.clone();
     tokio::spawn(async move { govern::run_approved(&app2, a2).await });
-    Ok(Json(approval_view(&app, &a)))
+    Ok(Json(ApprovalView::new(&app, &a)))
 }
 
-async fn deny(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>, body: Body) -> Result<Json<Value>, ApiError> {
+/// Deny a pending approval (an operator, not the one who asked): it never runs.
+#[utoipa::path(post, path = "/v1/approvals/{id}/deny", tag = "approvals", security(("bearer" = [])),
+    params(("id" = String, Path, description = "The approval's id")),
+    request_body(content = Option<Decision>, description = "May be empty"),
+    responses(
+        (status = 200, description = "Denied: the approval, now `denied`", body = ApprovalView),
+        (status = 400, description = "bad_request: the body, or a reason over 4096 bytes", body = ErrorBody),
+        (status = 401, description = "unauthorized: no valid bearer token", body = ErrorBody),
+        (status = 403, description = "forbidden (an agent's token), self_approval (the operator asked for it), bad_host or bad_origin", body = ErrorBody),
+        (status = 404, description = "not_found: no such approval", body = ErrorBody),
+        (status = 409, description = "conflict: not pending any more (decided, or expired)", body = ErrorBody),
+        (status = 413, description = "too_large: the body is over the server's limit", body = ErrorBody),
+        (status = 429, description = "rate_limited", body = ErrorBody),
+        (status = 503, description = "unrecorded: the ledger cannot be written, so nothing was done", body = ErrorBody)
+    )
+)]
+async fn deny(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>, body: Body) -> Result<Json<ApprovalView>, ApiError> {
     let d: Decision = read_json(body, app.opts.max_body, true).await?;
     let a = decide(&app, &actor, &id, "denied", d.reason)?;
-    Ok(Json(approval_view(&app, &a)))
+    Ok(Json(ApprovalView::new(&app, &a)))
 }
 
 /// An operator's decision on a pending approval that is not their own.
@@ -518,34 +1038,91 @@ fn expire(app: &App, id: &str) {
 
 // --- the ledger ---
 
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 struct LedgerQuery {
-    after: Option<u64>,
-    limit: Option<usize>,
+    /// Only records with a greater `seq` (the last page's `next_after`).
+    after: Option<i64>,
+    /// The most records (1-1000; 100 without it).
+    limit: Option<i64>,
 }
 
-async fn ledger(State(app): State<App>, actor: Actor, q: Result<Query<LedgerQuery>, axum::extract::rejection::QueryRejection>) -> Result<Json<Value>, ApiError> {
+/// A page of the audit ledger's records.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LedgerPage {
+    /// Records as the ledger holds them (`seq`, `kind`, `data`, the chain's hashes…).
+    #[schema(value_type = Vec<Object>)]
+    pub records: Vec<Value>,
+    /// The last record's `seq`: the next page's `after` (null on an empty page).
+    pub next_after: Option<u64>,
+}
+
+/// Read the ledger, in order (operators only).
+#[utoipa::path(get, path = "/v1/ledger", tag = "ledger", security(("bearer" = [])),
+    params(LedgerQuery),
+    responses(
+        (status = 200, description = "A page of records", body = LedgerPage),
+        (status = 400, description = "bad_request: a bad query", body = ErrorBody),
+        (status = 401, description = "unauthorized: no valid bearer token", body = ErrorBody),
+        (status = 403, description = "forbidden (an agent's token) or bad_host", body = ErrorBody),
+        (status = 429, description = "rate_limited", body = ErrorBody)
+    )
+)]
+async fn ledger(State(app): State<App>, actor: Actor, q: Result<Query<LedgerQuery>, axum::extract::rejection::QueryRejection>) -> Result<Json<LedgerPage>, ApiError> {
     operator(&actor)?;
     let q = query(q)?;
     let dir = app.dirs.ledger_dir().map_err(ApiError::internal)?.to_path_buf();
     let after = q.after;
-    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    let limit = q.limit.unwrap_or(100).clamp(1, 1000) as usize;
     let records = tokio::task::spawn_blocking(move || pinfold_ledger::read_records(&dir)).await.map_err(ApiError::internal)?.map_err(ApiError::internal)?;
-    let page: Vec<Value> = records.into_iter().filter(|r| r["seq"].as_u64().is_some_and(|s| after.is_none_or(|a| s > a))).take(limit).collect();
+    let page: Vec<Value> = records.into_iter().filter(|r| r["seq"].as_u64().is_some_and(|s| after.is_none_or(|a| i128::from(s) > i128::from(a)))).take(limit).collect();
     let next = page.last().and_then(|r| r["seq"].as_u64());
-    Ok(Json(json!({"records": page, "next_after": next})))
+    Ok(Json(LedgerPage { records: page, next_after: next }))
 }
 
-async fn ledger_verify(State(app): State<App>, actor: Actor) -> Result<Json<Value>, ApiError> {
+/// The ledger's state after a check of its chain and signatures.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LedgerStatus {
+    Intact,
+    /// The last record is incomplete (a writer stopped mid-append).
+    Torn,
+    Tampered,
+}
+
+/// `GET /v1/ledger/verify`'s answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VerifyResult {
+    pub status: LedgerStatus,
+    /// Complete records read up to the first problem.
+    pub records: u64,
+    /// Signed records whose signature verified.
+    pub checkpoints: u64,
+    /// The hash of the last complete record.
+    pub head: String,
+    /// What is wrong, when something is.
+    pub problem: Option<String>,
+}
+
+/// Verify the ledger's hash chain and signed checkpoints (operators only).
+#[utoipa::path(get, path = "/v1/ledger/verify", tag = "ledger", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The check's result (a tampered ledger is still 200)", body = VerifyResult),
+        (status = 401, description = "unauthorized: no valid bearer token", body = ErrorBody),
+        (status = 403, description = "forbidden (an agent's token) or bad_host", body = ErrorBody),
+        (status = 429, description = "rate_limited", body = ErrorBody)
+    )
+)]
+async fn ledger_verify(State(app): State<App>, actor: Actor) -> Result<Json<VerifyResult>, ApiError> {
     operator(&actor)?;
     let dir = app.dirs.ledger_dir().map_err(ApiError::internal)?.to_path_buf();
     let r = tokio::task::spawn_blocking(move || pinfold_ledger::verify(&dir)).await.map_err(ApiError::internal)?.map_err(ApiError::internal)?;
     let status = match r.status() {
-        pinfold_ledger::Status::Intact => "intact",
-        pinfold_ledger::Status::Torn => "torn",
-        pinfold_ledger::Status::Tampered => "tampered",
+        pinfold_ledger::Status::Intact => LedgerStatus::Intact,
+        pinfold_ledger::Status::Torn => LedgerStatus::Torn,
+        pinfold_ledger::Status::Tampered => LedgerStatus::Tampered,
     };
-    Ok(Json(json!({"status": status, "records": r.records, "checkpoints": r.checkpoints, "head": r.head, "problem": r.problem.map(|p| format!("{p:?}"))})))
+    Ok(Json(VerifyResult { status, records: r.records, checkpoints: r.checkpoints, head: r.head, problem: r.problem.map(|p| format!("{p:?}")) }))
 }
 
 // --- start-up and housekeeping ---

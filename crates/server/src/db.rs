@@ -54,6 +54,12 @@ const MIGRATIONS: &[&str] = &[
         created_at INTEGER NOT NULL,
         PRIMARY KEY (actor, key)
     );",
+    // 3: dashboard sessions (the hash of the cookie's value).
+    "CREATE TABLE sessions (
+        hash TEXT PRIMARY KEY,
+        name TEXT NOT NULL REFERENCES tokens (name) ON DELETE CASCADE,
+        expires_at INTEGER NOT NULL
+    );",
 ];
 
 pub fn open(path: &Path) -> Result<Connection, String> {
@@ -143,6 +149,32 @@ pub fn actor_by_hash(c: &Connection, hash: &str) -> Result<Option<Actor>, rusqli
         let role: String = r.get(1)?;
         Ok(Actor { name: r.get(0)?, role: Role::parse(&role).unwrap_or(Role::Agent) })
     })
+    .optional()
+}
+
+// --- dashboard sessions ---
+
+pub fn add_session(c: &Connection, hash: &str, name: &str, expires_at: i64) -> Result<(), rusqlite::Error> {
+    c.execute("DELETE FROM sessions WHERE expires_at <= ?1", params![now()])?;
+    c.execute("INSERT INTO sessions (hash, name, expires_at) VALUES (?1, ?2, ?3)", params![hash, name, expires_at])?;
+    Ok(())
+}
+
+pub fn remove_session(c: &Connection, hash: &str) -> Result<(), rusqlite::Error> {
+    c.execute("DELETE FROM sessions WHERE hash = ?1", params![hash])?;
+    Ok(())
+}
+
+/// The token behind a live session: removing the token ends its sessions.
+pub fn session_actor(c: &Connection, hash: &str, now: i64) -> Result<Option<Actor>, rusqlite::Error> {
+    c.query_row(
+        "SELECT t.name, t.role FROM sessions s JOIN tokens t ON t.name = s.name WHERE s.hash = ?1 AND s.expires_at > ?2",
+        params![hash, now],
+        |r| {
+            let role: String = r.get(1)?;
+            Ok(Actor { name: r.get(0)?, role: Role::parse(&role).unwrap_or(Role::Agent) })
+        },
+    )
     .optional()
 }
 

@@ -4,7 +4,31 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// Every error answer's body: `{"error": {"code", "message"}}`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// The stable, machine-readable code: unauthorized, forbidden, self_approval, denied,
+    /// bad_path, bad_request, not_found, conflict, too_large, rate_limited, bad_host,
+    /// bad_origin, unrecorded, policy_error, internal, method_not_allowed.
+    #[schema(example = "not_found")]
+    pub code: String,
+    /// What went wrong, for a person.
+    pub message: String,
+}
+
+impl ErrorBody {
+    pub fn new(code: &str, message: impl Into<String>) -> ErrorBody {
+        ErrorBody { error: ErrorDetail { code: code.to_string(), message: message.into() } }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -93,9 +117,14 @@ impl ApiError {
         ApiError::Internal(what.to_string())
     }
 
+    /// The error's body.
+    pub fn error_body(&self) -> ErrorBody {
+        ErrorBody::new(self.code(), self.to_string())
+    }
+
     /// The JSON body: `{"error": {"code", "message"}}`.
     pub fn body(&self) -> serde_json::Value {
-        json!({"error": {"code": self.code(), "message": self.to_string()}})
+        serde_json::json!(self.error_body())
     }
 }
 
@@ -104,7 +133,7 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(detail) = &self {
             crate::log(&format!("internal error: {detail}"));
         }
-        let mut r = (self.status(), axum::Json(self.body())).into_response();
+        let mut r = (self.status(), axum::Json(self.error_body())).into_response();
         if matches!(self, ApiError::Unauthorized) {
             r.headers_mut().insert("www-authenticate", axum::http::HeaderValue::from_static("Bearer"));
         }

@@ -6,10 +6,12 @@
 
 pub mod api;
 pub mod client;
+mod dashboard;
 pub mod db;
 pub mod error;
 pub mod govern;
 mod guard;
+pub mod mcp;
 pub mod paths;
 pub mod run;
 
