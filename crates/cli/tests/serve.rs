@@ -714,6 +714,26 @@ fn the_api_answers_as_its_openapi_document_says(u: User) {
     assert_eq!(r.json()["records"].as_array().map(Vec::len), Some(1), "{}", r.text());
 }
 
+fn a_sandbox_past_its_ttl_is_reaped(u: User) {
+    let fx = fixture(u, "serve-ttl");
+    let s = Server::start(&fx, &[]);
+    let sb = s.sandbox(&s.agent, json!({"ttl_s": 3}));
+    let ws = s.workspace(&sb);
+    // A command still running when the time is up is stopped with its sandbox.
+    let (host, agent, sb2) = (s.host.clone(), s.agent.clone(), sb.clone());
+    let run = std::thread::spawn(move || {
+        let s2 = Server { child: std::process::Command::new("true").spawn().unwrap(), url: String::new(), host, agent: agent.clone(), agent2: String::new(), op: String::new(), op2: String::new(), args: vec![] };
+        s2.exec(&agent, &sb2, json!({"command": "sleep 88.321", "timeout_s": 120})).json()
+    });
+    wait_for("the sandbox to be reaped", || s.call(&s.agent, "GET", &format!("/v1/sandboxes/{sb}"), None).status == 404);
+    let v = run.join().unwrap();
+    assert_ne!(v["exit_code"], 0, "{v}");
+    wait_for("its workspace to go", || !ws.exists());
+    wait_for("nothing left running", || fx.host_ok(&["sh", "-c", "pgrep -fc 'sleep 88[.]321' || true"]).trim() == "0");
+    let l = s.call(&s.op, "GET", "/v1/ledger?limit=1000", None).json();
+    assert!(l["records"].as_array().unwrap().iter().any(|r| r["kind"] == "serve_sandbox" && r["data"]["event"] == "expired" && r["data"]["sandbox"] == json!(sb)), "{l}");
+}
+
 both_users!(a_governed_exec_runs_in_the_sandbox, files_stay_beneath_the_workspace, approvals_run_once_after_a_person_approves);
 root_only!(
     every_endpoint_but_healthz_needs_a_token,
@@ -731,4 +751,5 @@ root_only!(
     idempotency_and_streaming,
     approvals_cli_against_a_running_server,
     the_api_answers_as_its_openapi_document_says,
+    a_sandbox_past_its_ttl_is_reaped,
 );
