@@ -40,6 +40,9 @@ pub struct ServeArgs {
     /// Most bytes of each of stdout and stderr returned by an exec.
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     max_output: usize,
+    /// How long a request's body may take to arrive once its headers have, in seconds.
+    #[arg(long, value_name = "S", default_value_t = 30)]
+    body_timeout: u64,
     /// Remove a sandbox nothing has used for this long, in seconds.
     #[arg(long, value_name = "S", default_value_t = 3600)]
     idle_timeout: u64,
@@ -111,6 +114,7 @@ pub fn run(args: ServeArgs, dirs: &Dirs) -> Result<i32, Error> {
             opts.default_timeout_s = opts.default_timeout_s.min(opts.max_timeout_s);
             opts.output_cap = args.max_output;
             opts.sandbox_idle_s = args.idle_timeout.max(1);
+            opts.body_timeout_s = args.body_timeout.max(1);
             pinfold_server::serve(opts, dirs.clone()).map_err(|e| Error::new(format!("pinfold serve: {e}")))?;
             Ok(exit::OK)
         }

@@ -734,6 +734,179 @@ fn a_sandbox_past_its_ttl_is_reaped(u: User) {
     assert!(l["records"].as_array().unwrap().iter().any(|r| r["kind"] == "serve_sandbox" && r["data"]["event"] == "expired" && r["data"]["sandbox"] == json!(sb)), "{l}");
 }
 
+// --- red-team findings, each kept ---
+
+/// A sandbox's workspace swapped for a link (by a sandbox around it) after it was made: the
+/// server refused to nest the two, and a swap by the sandbox itself is caught at the next call.
+fn a_workspace_replaced_by_a_link_is_refused(u: User) {
+    let fx = fixture(u, "serve-swap");
+    let roots = fx.base.join("roots");
+    fs::create_dir_all(roots.join("ws/sub")).unwrap();
+    fx.own();
+    let r = roots.display().to_string();
+    let s = Server::start(&fx, &["--workspace-root", &r]);
+    let outer = s.sandbox(&s.agent, json!({"workspace": format!("{r}/ws")}));
+    // Nesting either way is refused.
+    let c = s.call(&s.agent, "POST", "/v1/sandboxes", Some(json!({"workspace": format!("{r}/ws/sub")})));
+    assert_eq!((c.status, c.code()), (409, "conflict".to_string()), "{}", c.text());
+    let c = s.call(&s.agent2, "POST", "/v1/sandboxes", Some(json!({"workspace": r.clone()})));
+    assert_eq!((c.status, c.code()), (409, "conflict".to_string()), "{}", c.text());
+    // Without the outer one, the inner is allowed; then the agent's own sandbox replaces its
+    // workspace's directory by a link out, through a sandbox made later on the parent… which is
+    // refused; so it swaps it from inside the inner sandbox's parent path another way: the
+    // outer sandbox, deleted and made again after the inner one, is refused too.
+    assert_eq!(s.call(&s.agent, "DELETE", &format!("/v1/sandboxes/{outer}"), None).status, 204);
+    let inner = s.sandbox(&s.agent, json!({"workspace": format!("{r}/ws/sub")}));
+    let c = s.call(&s.agent, "POST", "/v1/sandboxes", Some(json!({"workspace": format!("{r}/ws")})));
+    assert_eq!(c.status, 409, "{}", c.text());
+    // A swap nonetheless (here by the host, as a sandbox around it would): the next call is
+    // refused and nothing is written where the link points.
+    let out = fx.out.display().to_string();
+    fs::rename(roots.join("ws/sub"), roots.join("ws/old")).unwrap();
+    std::os::unix::fs::symlink(&out, roots.join("ws/sub")).unwrap();
+    let e = s.exec(&s.agent, &inner, json!({"command": "echo ESCAPED > escaped.txt"}));
+    assert_eq!((e.status, e.code()), (409, "conflict".to_string()), "{}", e.text());
+    let f = s.call(&s.agent, "PUT", &format!("/v1/sandboxes/{inner}/files?path=escaped.txt"), Some(json!("x")));
+    assert_eq!(f.status, 409, "{}", f.text());
+    assert!(!fx.out.join("escaped.txt").exists());
+    // Another directory moved to its path (same name, other inode) is refused the same way.
+    fs::remove_file(roots.join("ws/sub")).unwrap();
+    fs::create_dir(roots.join("ws/sub")).unwrap();
+    let e = s.exec(&s.agent, &inner, json!({"command": "true"}));
+    assert_eq!(e.status, 409, "{}", e.text());
+}
+
+/// Requests racing with one Idempotency-Key: one runs.
+fn an_idempotency_key_runs_once_under_a_race(u: User) {
+    let fx = fixture(u, "serve-idem-race");
+    let s = Server::start(&fx, &[]);
+    let sb = s.sandbox(&s.agent, json!({}));
+    let ws = s.workspace(&sb);
+    let mut hs = Vec::new();
+    for _ in 0..5 {
+        let (host, agent, sb) = (s.host.clone(), s.agent.clone(), sb.clone());
+        hs.push(std::thread::spawn(move || {
+            let s2 = Server { child: std::process::Command::new("true").spawn().unwrap(), url: String::new(), host, agent: agent.clone(), agent2: String::new(), op: String::new(), op2: String::new(), args: vec![] };
+            let auth = format!("Bearer {agent}");
+            s2.raw("POST", &format!("/v1/sandboxes/{sb}/exec"), &[("Authorization", &auth), ("Idempotency-Key", "race")], br#"{"command": "sleep 0.5; echo run >> runs.txt"}"#).status
+        }));
+    }
+    let statuses: Vec<u16> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(fs::read_to_string(ws.join("runs.txt")).unwrap(), "run\n", "statuses {statuses:?}");
+    assert!(statuses.iter().all(|&c| c == 200 || c == 409), "{statuses:?}");
+    // No run took another's placeholders for planted files.
+    let planted: Vec<_> = fs::read_dir(&ws).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().contains("pinfold-planted")).collect();
+    assert!(planted.is_empty(), "{planted:?}");
+}
+
+/// Runs side by side in one workspace: neither takes the other's placeholders for files it
+/// planted.
+fn runs_side_by_side_keep_their_placeholders(u: User) {
+    let fx = fixture(u, "serve-side");
+    let s = Server::start(&fx, &[]);
+    let sb = s.sandbox(&s.agent, json!({}));
+    let ws = s.workspace(&sb);
+    let mut hs = Vec::new();
+    for i in 0..4 {
+        let (host, agent, sb) = (s.host.clone(), s.agent.clone(), sb.clone());
+        hs.push(std::thread::spawn(move || {
+            let s2 = Server { child: std::process::Command::new("true").spawn().unwrap(), url: String::new(), host, agent: agent.clone(), agent2: String::new(), op: String::new(), op2: String::new(), args: vec![] };
+            s2.exec(&agent, &sb, json!({"command": format!("sleep 0.{}; echo {i} > f{i}", 2 + i)})).json()
+        }));
+    }
+    for h in hs {
+        let v = h.join().unwrap();
+        assert_eq!(v["exit_code"], 0, "{v}");
+    }
+    let planted: Vec<_> = walk(&ws).into_iter().filter(|p| p.to_string_lossy().contains("pinfold-planted")).collect();
+    assert!(planted.is_empty(), "{planted:?}");
+}
+
+/// A body that never finishes arriving is cut off.
+fn a_trickled_body_is_cut_off(u: User) {
+    let fx = fixture(u, "serve-trickle");
+    let s = Server::start(&fx, &["--body-timeout", "2"]);
+    for (path, auth) in [("/dashboard/login", None), ("/v1/sandboxes", Some(s.agent.clone())), ("/mcp", Some(s.agent.clone()))] {
+        let mut c = TcpStream::connect(&s.host).unwrap();
+        let mut head = format!("POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n", s.host);
+        if let Some(t) = auth {
+            head += &format!("Authorization: Bearer {t}\r\n");
+        }
+        head += "\r\n{";
+        c.write_all(head.as_bytes()).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let t0 = Instant::now();
+        let mut raw = Vec::new();
+        let _ = c.read_to_end(&mut raw);
+        assert!(t0.elapsed() < Duration::from_secs(15), "{path}: held {:?}", t0.elapsed());
+        let r = parse(&raw);
+        assert_eq!((r.status, r.code()), (408, "timeout".to_string()), "{path}: {}", r.text());
+    }
+}
+
+/// A server killed mid-run takes the run with it: nothing goes on past its deadline unwatched.
+fn a_killed_server_leaves_no_run_behind(u: User) {
+    let fx = fixture(u, "serve-kill9");
+    let mut s = Server::start(&fx, &[]);
+    let sb = s.sandbox(&s.agent, json!({}));
+    let ws = s.workspace(&sb);
+    let (host, agent, sb2) = (s.host.clone(), s.agent.clone(), sb.clone());
+    std::thread::spawn(move || {
+        let s2 = Server { child: std::process::Command::new("true").spawn().unwrap(), url: String::new(), host, agent: agent.clone(), agent2: String::new(), op: String::new(), op2: String::new(), args: vec![] };
+        let _ = s2.exec(&agent, &sb2, json!({"command": "sleep 3.217; echo beyond > beyond.txt", "timeout_s": 2}));
+    });
+    wait_for("the command to start", || fx.host_ok(&["sh", "-c", "pgrep -fc 'sleep 3[.]217' || true"]).trim() != "0");
+    let _ = s.child.kill();
+    let _ = s.child.wait();
+    wait_for("the run to die with the server", || fx.host_ok(&["sh", "-c", "pgrep -fc 'sleep 3[.]217' || true"]).trim() == "0");
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(!ws.join("beyond.txt").exists(), "the command ran on after the server died");
+}
+
+/// One sandbox's commands cannot find another's fresh workspace.
+fn fresh_workspaces_cannot_find_each_other(u: User) {
+    let fx = fixture(u, "serve-siblings");
+    let s = Server::start(&fx, &[]);
+    let mine = s.sandbox(&s.agent, json!({}));
+    let theirs = s.sandbox(&s.agent2, json!({}));
+    let r = s.call(&s.agent2, "PUT", &format!("/v1/sandboxes/{theirs}/files?path=private.txt"), Some(json!("AGENT2-PRIVATE")));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = s.exec(&s.agent, &mine, json!({"command": "ls ..; ls -a .. | wc -l; cat ../*/private.txt"}));
+    let v = r.json();
+    assert!(!v["stdout"].as_str().unwrap().contains(&theirs), "{v}");
+    assert!(!r.text().contains("AGENT2-PRIVATE"), "{v}");
+    assert!(v["stderr"].as_str().unwrap().contains("Permission denied"), "{v}");
+}
+
+/// Request lines and headers that name another host.
+fn other_hosts_in_any_form_are_refused(u: User) {
+    let fx = fixture(u, "serve-hostforms");
+    let s = Server::start(&fx, &[]);
+    let own = s.host.clone();
+    for (line, hosts) in [
+        (format!("GET http://evil.example/healthz HTTP/1.1"), vec![own.clone()]),
+        (format!("GET /healthz HTTP/1.1"), vec![own.clone(), "evil.example".to_string()]),
+        (format!("GET /healthz HTTP/1.1"), vec!["evil.example".to_string(), own.clone()]),
+    ] {
+        let mut c = TcpStream::connect(&s.host).unwrap();
+        let mut req = format!("{line}\r\n");
+        for h in &hosts {
+            req += &format!("Host: {h}\r\n");
+        }
+        req += "Connection: close\r\n\r\n";
+        c.write_all(req.as_bytes()).unwrap();
+        let mut raw = Vec::new();
+        let _ = c.read_to_end(&mut raw);
+        let r = parse(&raw);
+        assert_eq!(r.status, 403, "{line} {hosts:?}: {}", r.text());
+    }
+    // Token names are one name whatever their case: `OLGA` cannot be made beside `olga`.
+    let argv: Vec<String> = vec![pinfold_bin(), "serve".into(), "token".into(), "add".into(), "OLGA".into(), "--role".into(), "operator".into()];
+    let r = run_cmd(fx.cmd(&argv), argv.join(" "), None, TIMEOUT);
+    assert_eq!(r.code, Some(2), "{}", r.show());
+    assert!(r.stderr.contains("exists"), "{}", r.show());
+}
+
 both_users!(a_governed_exec_runs_in_the_sandbox, files_stay_beneath_the_workspace, approvals_run_once_after_a_person_approves);
 root_only!(
     every_endpoint_but_healthz_needs_a_token,
@@ -752,4 +925,11 @@ root_only!(
     approvals_cli_against_a_running_server,
     the_api_answers_as_its_openapi_document_says,
     a_sandbox_past_its_ttl_is_reaped,
+    a_workspace_replaced_by_a_link_is_refused,
+    an_idempotency_key_runs_once_under_a_race,
+    runs_side_by_side_keep_their_placeholders,
+    a_trickled_body_is_cut_off,
+    a_killed_server_leaves_no_run_behind,
+    fresh_workspaces_cannot_find_each_other,
+    other_hosts_in_any_form_are_refused,
 );

@@ -528,7 +528,8 @@ impl Guard {
                 State::Dangling => identity(p) != *link,
                 State::Absent | State::Uncreatable => false,
             };
-            if planted {
+            // A placeholder a sandbox running beside this one made, and holds, is not planted.
+            if planted && !pinfold_sandbox::held_placeholder(p) {
                 out.push(move_aside(p, *family));
             }
         }

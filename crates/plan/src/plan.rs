@@ -152,9 +152,18 @@ pub fn command_argv(command: &[String]) -> (String, Vec<String>) {
     }
 }
 
-/// Plan running `command` in `cx` under `policy`. Reads the file system (the project's git
-/// directory, toolchain caches that exist) and nothing else; starts and writes nothing.
-pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> Result<Plan, PlanError> {
+/// The verdict on `command` in `cx`, with the text judged and the argv that would run it:
+/// the first step of [`plan`], for a caller that needs the verdict before it plans the run
+/// (the server answers *deny* and *ask* itself, and hands an allowed command to `pinfold
+/// exec`, which plans it).
+#[derive(Debug)]
+pub struct Judged {
+    pub text: String,
+    pub argv: Vec<String>,
+    pub judgement: Judgement,
+}
+
+pub fn judge(command: &[String], cx: &Context, policy: &Policy) -> Judged {
     let cwd = &cx.cwd;
     let (text, mut argv) = command_argv(command);
     let extra: Vec<PathBuf> = cx.write.iter().map(|p| cwd.join(p)).collect();
@@ -164,6 +173,14 @@ pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> R
     {
         argv = direct;
     }
+    Judged { text, argv, judgement }
+}
+
+/// Plan running `command` in `cx` under `policy`. Reads the file system (the project's git
+/// directory, toolchain caches that exist) and nothing else; starts and writes nothing.
+pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> Result<Plan, PlanError> {
+    let cwd = &cx.cwd;
+    let Judged { text, argv, judgement } = judge(command, cx, policy);
     let hook_approved = cx.hook_origin.is_some() && judgement.decision == Action::Ask;
     let mut record = record::judgement(&judgement);
     record["command"] = text.as_str().into();

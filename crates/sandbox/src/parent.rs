@@ -289,6 +289,28 @@ fn create_base(base: &Path) -> std::io::Result<()> {
 /// and never a user's own empty file).
 const PLACEHOLDER_MARK: &str = "user.pinfold.placeholder";
 
+/// Whether `path` is a placeholder another run relies on right now: an empty file or directory
+/// (not a link) with pinfold's mark that some process holds a `flock` on. A run that watched the
+/// path as missing does not count it as planted: a sandbox running beside it made it. A
+/// command cannot forge one that outlives its run (its locks go with its processes), and one
+/// it made beside a run of its own is empty, and read-only to every later run.
+pub fn held_placeholder(path: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(file) = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path) else { return false };
+    let Ok(meta) = file.metadata() else { return false };
+    let empty = if meta.is_dir() { std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_none()) } else { meta.is_file() && meta.len() == 0 };
+    if !empty || !sys::fhasxattr(&file, PLACEHOLDER_MARK) {
+        return false;
+    }
+    match sys::flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
+        Ok(()) => {
+            let _ = sys::flock(&file, libc::LOCK_UN);
+            false
+        }
+        Err(e) => e.raw_os_error() == Some(libc::EWOULDBLOCK),
+    }
+}
+
 /// An empty file or directory at a protected path that this run relies on: held open with a
 /// shared `flock` for the whole run.
 struct Held {

@@ -184,13 +184,25 @@ fn operator(a: &Actor) -> Result<(), ApiError> {
 
 // --- bodies ---
 
-async fn read_bytes(body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
+/// How long a request's body may take to arrive, once its headers have (`--body-timeout`,
+/// set once when the server starts; 30 s).
+pub(crate) static BODY_TIMEOUT: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+
+/// The whole body, at most `limit` bytes, within [`BODY_TIMEOUT`]: a client that trickles a
+/// body does not hold a connection longer.
+pub(crate) async fn body_within(body: Body, limit: usize) -> Result<bytes::Bytes, ApiError> {
     let limited = http_body_util::Limited::new(body, limit);
-    match limited.collect().await {
-        Ok(c) => Ok(c.to_bytes().to_vec()),
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(ApiError::TooLarge(limit)),
-        Err(_) => Err(ApiError::BadRequest("the request body could not be read".into())),
+    let within = *BODY_TIMEOUT.get().unwrap_or(&Duration::from_secs(30));
+    match tokio::time::timeout(within, limited.collect()).await {
+        Err(_) => Err(ApiError::Timeout),
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+        Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(ApiError::TooLarge(limit)),
+        Ok(Err(_)) => Err(ApiError::BadRequest("the request body could not be read".into())),
     }
+}
+
+async fn read_bytes(body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
+    body_within(body, limit).await.map(|b| b.to_vec())
 }
 
 async fn read_json<T: serde::de::DeserializeOwned>(body: Body, limit: usize, empty_ok: bool) -> Result<T, ApiError> {
@@ -332,14 +344,30 @@ pub(crate) fn new_sandbox(app: &App, actor: &Actor, requested: Option<String>, p
                     c.display()
                 )));
             }
+            // A workspace inside another live sandbox's, or holding one, is refused: the outer
+            // sandbox could put a link at the inner one's path.
+            let others = db::sandboxes(&app.db(), None)?;
+            if let Some(o) = others.iter().find(|o| {
+                let w = Path::new(&o.workspace);
+                w != c && (w.starts_with(&c) || c.starts_with(w))
+            }) {
+                return Err(ApiError::Conflict(format!(
+                    "the workspace `{}` is inside or around the workspace of sandbox {} (`{}`); sandboxes' workspaces may not nest",
+                    c.display(),
+                    o.id,
+                    o.workspace
+                )));
+            }
             (c, false)
         }
         None => {
             let d = app.opts.workspaces.join(&id);
-            std::fs::create_dir(&d).map_err(|e| ApiError::internal(format!("cannot create {}: {e}", d.display())))?;
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new().mode(0o700).create(&d).map_err(|e| ApiError::internal(format!("cannot create {}: {e}", d.display())))?;
             (crate::canonical_dir(&d).map_err(ApiError::internal)?, true)
         }
     };
+    let id_of = std::fs::metadata(&workspace).map_err(|e| ApiError::BadPath(format!("the workspace cannot be read: {e}")))?;
     let cleanup = |e: ApiError| {
         if fresh {
             let _ = std::fs::remove_dir_all(&workspace);
@@ -364,6 +392,8 @@ pub(crate) fn new_sandbox(app: &App, actor: &Actor, requested: Option<String>, p
         expires_at: now + ttl as i64,
         idle_s: app.opts.sandbox_idle_s as i64,
         last_used: now,
+        dev: Some(std::os::unix::fs::MetadataExt::dev(&id_of) as i64),
+        ino: Some(std::os::unix::fs::MetadataExt::ino(&id_of) as i64),
     };
     record(app, "serve_sandbox", json!({"event": "created", "actor": actor.name, "sandbox": sb.id, "workspace": sb.workspace, "preset": sb.preset, "expires_at": sb.expires_at}))
         .map_err(cleanup)?;
@@ -599,9 +629,14 @@ async fn exec(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>
         if k.is_empty() || k.len() > 200 {
             return Err(ApiError::BadRequest("Idempotency-Key must be 1-200 characters".into()));
         }
-        if let Some((h, status, body)) = db::idempotent(&app.db(), &actor.name, k)? {
+        // Reserved before anything runs: of requests racing with one key, one runs and the
+        // others are told it is in progress.
+        if let Some((h, status, body)) = db::reserve_idempotent(&app.db(), &actor.name, k, &request_hash)? {
             if h != request_hash {
                 return Err(ApiError::Conflict("this Idempotency-Key was used for a different request".into()));
+            }
+            if status == 0 {
+                return Err(ApiError::Conflict("a request with this Idempotency-Key is still running; ask again when it has answered".into()));
             }
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
             let mut r = (status, body).into_response();
@@ -610,12 +645,22 @@ async fn exec(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>
             return Ok(r);
         }
     }
-    let (status, body) = match govern::govern(&app, &actor, &sb, action, None, None).await {
-        Ok(Governed::Ran { output, verdict }) => (StatusCode::OK, exec_body(&output, verdict)),
-        Ok(Governed::Pending(a)) => (StatusCode::ACCEPTED, pending_body(&app, &a)),
-        Ok(_) => return Err(ApiError::internal("exec gave no run")),
-        Err(e @ (ApiError::Denied(_) | ApiError::BadRequest(_))) => (e.status(), e.body()),
-        Err(e) => return Err(e),
+    let answered = match govern::govern(&app, &actor, &sb, action, None, None).await {
+        Ok(Governed::Ran { output, verdict }) => Ok((StatusCode::OK, exec_body(&output, verdict))),
+        Ok(Governed::Pending(a)) => Ok((StatusCode::ACCEPTED, pending_body(&app, &a))),
+        Ok(_) => Err(ApiError::internal("exec gave no run")),
+        Err(e @ (ApiError::Denied(_) | ApiError::BadRequest(_))) => Ok((e.status(), e.body())),
+        Err(e) => Err(e),
+    };
+    let (status, body) = match answered {
+        Ok(x) => x,
+        Err(e) => {
+            // Nothing to give again: the key is free for a retry.
+            if let Some(k) = &key {
+                let _ = db::forget_idempotent(&app.db(), &actor.name, k);
+            }
+            return Err(e);
+        }
     };
     if let Some(k) = &key {
         db::keep_idempotent(&app.db(), &actor.name, k, &request_hash, status.as_u16(), &body.to_string())?;
@@ -1008,7 +1053,7 @@ async fn deny(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>
 pub fn decide(app: &App, actor: &Actor, id: &str, to: &str, reason: Option<String>) -> Result<Approval, ApiError> {
     operator(actor)?;
     let a = db::approval(&app.db(), id)?.ok_or_else(|| ApiError::NotFound(format!("no approval `{id}`")))?;
-    if a.requested_by == actor.name {
+    if a.requested_by.eq_ignore_ascii_case(&actor.name) {
         return Err(ApiError::SelfApproval);
     }
     if a.status != "pending" {
@@ -1130,9 +1175,11 @@ async fn ledger_verify(State(app): State<App>, actor: Actor) -> Result<Json<Veri
 /// After a restart: an approval that was running when the server stopped is closed with that
 /// fact (it is never run twice); a fresh workspace that is gone takes its sandbox with it.
 pub fn reconcile(app: &App) {
+    // An Idempotency-Key reserved by a request the stop cut short is free again.
+    let _ = db::forget_running_idempotent(&app.db());
     let interrupted = db::approvals(&app.db(), Some("approved"), None, i64::MAX).unwrap_or_default();
     for a in interrupted {
-        let r = json!({"error": {"code": "interrupted", "message": "the server stopped while this action ran; it is not run again"}});
+        let r = json!({"error": {"code": "interrupted", "message": "the server stopped while this action ran, and the run was killed with it; what it did before stays, and it is not run again"}});
         let _ = record(app, "approval", json!({"approval": a.id, "decision": "interrupted"}));
         let _ = db::set_result(&app.db(), &a.id, &r);
     }

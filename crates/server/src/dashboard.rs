@@ -55,10 +55,7 @@ struct Login {
 }
 
 async fn login(State(app): State<App>, body: Body) -> Result<Response, ApiError> {
-    let bytes = http_body_util::BodyExt::collect(http_body_util::Limited::new(body, 4096))
-        .await
-        .map_err(|_| ApiError::TooLarge(4096))?
-        .to_bytes();
+    let bytes = crate::api::body_within(body, 4096).await?;
     let req: Login = serde_json::from_slice(&bytes).map_err(|e| ApiError::BadRequest(format!("the body is not {{\"token\": …}}: {e}")))?;
     let hash = crate::token_hash(req.token.trim());
     if !app.limiter.allow(&format!("t:{hash}")) {

@@ -60,6 +60,10 @@ const MIGRATIONS: &[&str] = &[
         name TEXT NOT NULL REFERENCES tokens (name) ON DELETE CASCADE,
         expires_at INTEGER NOT NULL
     );",
+    // 4: the workspace's identity (device, inode) when the sandbox was made: a directory put
+    // at its path later (a link to elsewhere) is not the sandbox's workspace.
+    "ALTER TABLE sandboxes ADD COLUMN dev INTEGER;
+    ALTER TABLE sandboxes ADD COLUMN ino INTEGER;",
 ];
 
 pub fn open(path: &Path) -> Result<Connection, String> {
@@ -124,6 +128,15 @@ pub struct Actor {
 }
 
 pub fn add_token(c: &Connection, name: &str, role: &Role, hash: &str) -> Result<(), String> {
+    // Names are compared without case everywhere (who asked, who decides): `OP` and `op` are
+    // one name.
+    let taken: Option<String> = c
+        .query_row("SELECT name FROM tokens WHERE lower(name) = lower(?1)", params![name], |r| r.get(0))
+        .optional()
+        .map_err(|e| e.to_string())?;
+    if let Some(t) = taken {
+        return Err(format!("a token named `{t}` exists; remove it first (`pinfold serve token remove {t}`)"));
+    }
     c.execute("INSERT INTO tokens (name, role, hash, created_at) VALUES (?1, ?2, ?3, ?4)", params![name, role.as_str(), hash, now()])
         .map_err(|e| match e {
             rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
@@ -192,6 +205,10 @@ pub struct Sandbox {
     pub expires_at: i64,
     pub idle_s: i64,
     pub last_used: i64,
+    #[serde(skip)]
+    pub dev: Option<i64>,
+    #[serde(skip)]
+    pub ino: Option<i64>,
 }
 
 fn sandbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Sandbox> {
@@ -205,15 +222,17 @@ fn sandbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Sandbox> {
         expires_at: r.get(6)?,
         idle_s: r.get(7)?,
         last_used: r.get(8)?,
+        dev: r.get(9)?,
+        ino: r.get(10)?,
     })
 }
 
-const SANDBOX_COLS: &str = "id, workspace, preset, owner, fresh, created_at, expires_at, idle_s, last_used";
+const SANDBOX_COLS: &str = "id, workspace, preset, owner, fresh, created_at, expires_at, idle_s, last_used, dev, ino";
 
 pub fn insert_sandbox(c: &Connection, s: &Sandbox) -> Result<(), rusqlite::Error> {
     c.execute(
-        &format!("INSERT INTO sandboxes ({SANDBOX_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
-        params![s.id, s.workspace, s.preset, s.owner, s.fresh as i64, s.created_at, s.expires_at, s.idle_s, s.last_used],
+        &format!("INSERT INTO sandboxes ({SANDBOX_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+        params![s.id, s.workspace, s.preset, s.owner, s.fresh as i64, s.created_at, s.expires_at, s.idle_s, s.last_used, s.dev, s.ino],
     )?;
     Ok(())
 }
@@ -344,11 +363,31 @@ pub fn expired_pending(c: &Connection, now: i64) -> Result<Vec<String>, rusqlite
 
 // --- idempotency ---
 
-pub fn idempotent(c: &Connection, actor: &str, key: &str) -> Result<Option<(String, u16, String)>, rusqlite::Error> {
+/// Reserve (actor, key) for a request hashing to `request_hash` (status 0: running). `None`:
+/// reserved, go on; `Some((hash, status, body))`: the key was there first (status 0 while its
+/// request runs).
+pub fn reserve_idempotent(c: &Connection, actor: &str, key: &str, request_hash: &str) -> Result<Option<(String, u16, String)>, rusqlite::Error> {
+    let n = c.execute(
+        "INSERT OR IGNORE INTO idempotency (actor, key, request_hash, status, body, created_at) VALUES (?1, ?2, ?3, 0, '', ?4)",
+        params![actor, key, request_hash, now()],
+    )?;
+    if n == 1 {
+        return Ok(None);
+    }
     c.query_row("SELECT request_hash, status, body FROM idempotency WHERE actor = ?1 AND key = ?2", params![actor, key], |r| {
         Ok((r.get(0)?, r.get::<_, i64>(1)? as u16, r.get(2)?))
     })
     .optional()
+}
+
+pub fn forget_running_idempotent(c: &Connection) -> Result<(), rusqlite::Error> {
+    c.execute("DELETE FROM idempotency WHERE status = 0", [])?;
+    Ok(())
+}
+
+pub fn forget_idempotent(c: &Connection, actor: &str, key: &str) -> Result<(), rusqlite::Error> {
+    c.execute("DELETE FROM idempotency WHERE actor = ?1 AND key = ?2 AND status = 0", params![actor, key])?;
+    Ok(())
 }
 
 pub fn keep_idempotent(c: &Connection, actor: &str, key: &str, request_hash: &str, status: u16, body: &str) -> Result<(), rusqlite::Error> {

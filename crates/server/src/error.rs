@@ -59,6 +59,9 @@ pub enum ApiError {
     TooLarge(usize),
     #[error("too many requests; slow down")]
     RateLimited,
+    /// The request's body did not arrive in time.
+    #[error("the request body did not arrive in time")]
+    Timeout,
     /// The Host header names a host this server does not answer for (DNS rebinding).
     #[error("this server does not answer for that Host")]
     BadHost,
@@ -87,6 +90,7 @@ impl ApiError {
             ApiError::Conflict(_) | ApiError::Policy(_) => StatusCode::CONFLICT,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Timeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::Unrecorded => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -105,6 +109,7 @@ impl ApiError {
             ApiError::Conflict(_) => "conflict",
             ApiError::TooLarge(_) => "too_large",
             ApiError::RateLimited => "rate_limited",
+            ApiError::Timeout => "timeout",
             ApiError::BadHost => "bad_host",
             ApiError::BadOrigin => "bad_origin",
             ApiError::Unrecorded => "unrecorded",

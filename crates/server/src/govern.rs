@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use pinfold_plan::files::{read_check_in, write_check_in};
 use pinfold_plan::record::Recorder;
-use pinfold_plan::{Context, Step};
+use pinfold_plan::Context;
 use pinfold_policy::config::{Action as Verdict, SandboxPreset};
 use pinfold_policy::Policy;
 use serde_json::{json, Value};
@@ -100,6 +100,7 @@ fn file_preset<'a>(policy: &'a Policy, sb: &Sandbox) -> Result<&'a SandboxPreset
 /// action (its canonical hash checked by the caller); `chunks`: stream the output.
 pub async fn govern(app: &App, actor: &Actor, sb: &Sandbox, action: Action, approved: Option<&Approval>, chunks: Option<mpsc::Sender<Chunk>>) -> Result<Governed, ApiError> {
     let workspace = PathBuf::from(&sb.workspace);
+    same_workspace(sb)?;
     // Canonical paths first: one that leaves the workspace is refused before anything else.
     let action = match action {
         Action::Read { path } => Action::Read { path: rel_string(&workspace, &path)? },
@@ -126,10 +127,9 @@ pub async fn govern(app: &App, actor: &Actor, sb: &Sandbox, action: Action, appr
     let app2 = app.clone_handle();
     let sb2 = sb.clone();
     let action2 = action.clone();
-    let approved_ask = approved.is_some();
     // Judging reads the file system (policy files, the project's git directory): off the
     // async threads.
-    let judged = tokio::task::spawn_blocking(move || judge(&app2, &sb2, &action2, approved_ask))
+    let judged = tokio::task::spawn_blocking(move || judge(&app2, &sb2, &action2))
         .await
         .map_err(ApiError::internal)??;
     let Judged { policy, verdict, reason, preset } = judged;
@@ -173,6 +173,24 @@ pub async fn govern(app: &App, actor: &Actor, sb: &Sandbox, action: Action, appr
     result
 }
 
+/// The directory at the sandbox's workspace path is still the one it was made with: not a link
+/// to elsewhere, not another directory moved there (by a sandbox around it, say).
+fn same_workspace(sb: &Sandbox) -> Result<(), ApiError> {
+    let changed = || ApiError::Conflict(format!("the sandbox's workspace `{}` was replaced since the sandbox was made; delete the sandbox", sb.workspace));
+    let path = Path::new(&sb.workspace);
+    if std::fs::canonicalize(path).ok().as_deref() != Some(path) {
+        return Err(changed());
+    }
+    let m = std::fs::metadata(path).map_err(|_| changed())?;
+    use std::os::unix::fs::MetadataExt;
+    if let (Some(dev), Some(ino)) = (sb.dev, sb.ino)
+        && (m.dev() as i64 != dev || m.ino() as i64 != ino)
+    {
+        return Err(changed());
+    }
+    Ok(())
+}
+
 fn rel_string(workspace: &Path, p: &str) -> Result<String, ApiError> {
     let r = paths::relative(workspace, p)?;
     if r.as_os_str().is_empty() {
@@ -204,26 +222,27 @@ struct Judged {
     preset: Option<String>,
 }
 
-fn judge(app: &App, sb: &Sandbox, action: &Action, approved: bool) -> Result<Judged, ApiError> {
+fn judge(app: &App, sb: &Sandbox, action: &Action) -> Result<Judged, ApiError> {
     let workspace = PathBuf::from(&sb.workspace);
     let policy = load_policy(app, &workspace)?;
     let dirs = &app.dirs;
     let (verdict, reason, preset) = match action {
         Action::Exec { text, .. } => {
+            // The verdict as `pinfold exec` reaches it (pinfold_plan::judge, the first step of
+            // its plan); the child `pinfold exec` plans the sandbox itself.
             let cx = Context { cwd: workspace.clone(), sandbox: sb.preset.clone(), ..Context::default() };
-            let plan = pinfold_plan::plan(std::slice::from_ref(text), &cx, &policy, dirs).map_err(|e| ApiError::BadRequest(format!("{e}; {}", e.hint())))?;
-            let j = &plan.judgement;
+            let j = pinfold_plan::judge(std::slice::from_ref(text), &cx, &policy).judgement;
             let mut reason = j.reason.clone();
             if let Some(m) = j.commands.iter().find(|c| c.decision == j.decision).and_then(|c| c.message.clone()) {
                 if !reason.contains(&m) {
                     reason = format!("{reason} ({m})");
                 }
             }
-            let preset = match &plan.step {
-                Step::Run(r) => Some(r.sandbox.preset.name.clone()),
-                _ => pinfold_plan::preset(j, sb.preset.as_deref(), policy.config()).ok().map(|p| p.name),
+            // The preset it runs in: named to `pinfold exec` when a person approved an ask.
+            let preset = match j.decision {
+                Verdict::Deny => None,
+                _ => Some(pinfold_plan::preset(&j, sb.preset.as_deref(), policy.config()).map_err(|e| ApiError::BadRequest(format!("{e}; {}", e.hint())))?.name),
             };
-            let _ = approved;
             (j.decision, reason, preset)
         }
         Action::Read { path } | Action::List { path } => {

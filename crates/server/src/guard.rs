@@ -90,11 +90,21 @@ pub async fn checks(State(app): State<App>, req: Request, next: Next) -> Respons
 
 fn precheck(app: &App, req: &Request, peer: Option<IpAddr>) -> Result<(), ApiError> {
     // DNS rebinding: a page on evil.example that resolves to 127.0.0.1 sends its own name.
+    // Exactly one Host header, and a request line in absolute form (`GET http://h/…`) must
+    // name an allowed host too.
+    if req.headers().get_all("host").iter().count() != 1 {
+        return Err(ApiError::BadHost);
+    }
     let host = req.headers().get("host").and_then(|h| h.to_str().ok()).map(|h| h.to_ascii_lowercase());
     let hosts = app.hosts.lock().unwrap_or_else(|p| p.into_inner()).clone();
     match &host {
         Some(h) if hosts.iter().any(|a| a == h) => {}
         _ => return Err(ApiError::BadHost),
+    }
+    if let Some(a) = req.uri().authority()
+        && !hosts.iter().any(|h| h.eq_ignore_ascii_case(a.as_str()))
+    {
+        return Err(ApiError::BadHost);
     }
     if let Some(ip) = peer
         && !app.limiter.allow(&format!("ip:{ip}"))

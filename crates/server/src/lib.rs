@@ -46,6 +46,8 @@ pub struct Options {
     pub sandbox_idle_s: u64,
     /// Requests per second per token and per client address.
     pub rate: u32,
+    /// How long a request's body may take to arrive.
+    pub body_timeout_s: u64,
 }
 
 impl Options {
@@ -64,6 +66,7 @@ impl Options {
             sandbox_ttl_s: 24 * 3600,
             sandbox_idle_s: 3600,
             rate: 50,
+            body_timeout_s: 30,
         }
     }
 }
@@ -230,8 +233,16 @@ pub fn serve(opts: Options, dirs: Dirs) -> Result<(), String> {
         ));
     }
     let conn = open_db(&dirs)?;
+    let _ = api::BODY_TIMEOUT.set(Duration::from_secs(opts.body_timeout_s.max(1)));
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the pinfold binary: {e}"))?;
     std::fs::create_dir_all(&opts.workspaces).map_err(|e| format!("cannot create {}: {e}", opts.workspaces.display()))?;
+    // Fresh workspaces are found by name only: the directory holding them cannot be listed
+    // (mode 0311), so a command in one sandbox cannot find another's workspace, and each is
+    // 0700.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&opts.workspaces, std::fs::Permissions::from_mode(0o311)).map_err(|e| format!("cannot make {} unlistable: {e}", opts.workspaces.display()))?;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("cannot start the runtime: {e}"))?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(opts.listen).await.map_err(|e| format!("cannot listen on {}: {e}", opts.listen))?;

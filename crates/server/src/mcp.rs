@@ -70,7 +70,11 @@ async fn authenticate(State(app): State<App>, req: Request, next: Next) -> Respo
     match Actor::from_request_parts(&mut parts, &app).await {
         Ok(actor) => {
             parts.extensions.insert(actor);
-            next.run(Request::from_parts(parts, body)).await
+            // The body in full, capped and within the body timeout, before rmcp reads it.
+            match api::body_within(body, app.opts.max_body).await {
+                Ok(bytes) => next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await,
+                Err(e) => e.into_response(),
+            }
         }
         Err(e) => e.into_response(),
     }
@@ -325,7 +329,7 @@ fn to_mcp(e: ApiError) -> Result<CallToolResult, ErrorData> {
     Err(match e {
         ApiError::Denied(reason) => return Ok(denied(reason)),
         ApiError::BadRequest(_) | ApiError::BadPath(_) | ApiError::NotFound(_) | ApiError::TooLarge(_) => ErrorData::invalid_params(message, data),
-        ApiError::Unauthorized | ApiError::Forbidden(_) | ApiError::SelfApproval | ApiError::Conflict(_) | ApiError::RateLimited | ApiError::BadHost | ApiError::BadOrigin => {
+        ApiError::Unauthorized | ApiError::Forbidden(_) | ApiError::SelfApproval | ApiError::Conflict(_) | ApiError::RateLimited | ApiError::Timeout | ApiError::BadHost | ApiError::BadOrigin => {
             ErrorData::invalid_request(message, data)
         }
         ApiError::Unrecorded | ApiError::Policy(_) => ErrorData::internal_error(message, data),

@@ -64,6 +64,7 @@ pub async fn run(spec: Spec, started: impl FnOnce(u32), chunks: Option<mpsc::Sen
     }
     cmd.stdin(if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() });
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true).process_group(0);
+    die_with_server(&mut cmd);
     let t0 = Instant::now();
     let mut child = cmd.spawn()?;
     let pid = child.id().unwrap_or(0);
@@ -110,6 +111,23 @@ pub async fn run(spec: Spec, started: impl FnOnce(u32), chunks: Option<mpsc::Sen
         timed_out,
         output_limit: cap,
     })
+}
+
+/// A run does not outlive the server: `pinfold exec` gets SIGKILL when the server dies (its
+/// sandbox dies with it, by the sandbox's own parent-death signal), so no command goes on past
+/// its deadline unwatched. The signal follows the thread that spawned the child; runs are
+/// spawned from the runtime's worker threads, which live as long as the server.
+#[allow(unsafe_code)]
+fn die_with_server(cmd: &mut tokio::process::Command) {
+    // SAFETY: between fork and exec only prctl(2), which is async-signal-safe, runs.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Read `r` to its end, keeping the first `cap` bytes; whether any were dropped. `each` sees
