@@ -88,6 +88,13 @@ impl Server {
         Server::launch(fx, args, agent, agent2, op, op2)
     }
 
+    /// Another server on the same state, with the first one's tokens.
+    fn start_more(fx: &Fx, extra: &[&str]) -> Server {
+        let args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let tokens: Vec<String> = ["agent-c", "agent-d", "olivia", "otto"].iter().zip(["agent", "agent", "operator", "operator"]).map(|(n, r)| token(fx, n, r)).collect();
+        Server::launch(fx, args, tokens[0].clone(), tokens[1].clone(), tokens[2].clone(), tokens[3].clone())
+    }
+
     fn launch(fx: &Fx, args: Vec<String>, agent: String, agent2: String, op: String, op2: String) -> Server {
         let mut argv = vec![pinfold_bin(), "serve".into(), "--listen".into(), "127.0.0.1:0".into()];
         argv.extend(args.iter().cloned());
@@ -876,6 +883,16 @@ fn fresh_workspaces_cannot_find_each_other(u: User) {
     assert!(!v["stdout"].as_str().unwrap().contains(&theirs), "{v}");
     assert!(!r.text().contains("AGENT2-PRIVATE"), "{v}");
     assert!(v["stderr"].as_str().unwrap().contains("Permission denied"), "{v}");
+    // Nor learn its name from what pinfold keeps readable: the policy cache names the
+    // workspace each file was compiled for, and each sandbox has its own, unlistable to others.
+    let cache = fx.base.join("pinfold-cache").display().to_string();
+    let r = s.exec(&s.agent, &mine, json!({"command": format!("grep -raoh 'sb_[0-9a-f]*' {cache} $HOME/.cache 2>/dev/null | sort -u")}));
+    assert!(!r.text().contains(&theirs), "another sandbox's id is readable: {}", r.text());
+    // A named workspace around the fresh ones is refused.
+    let s2 = Server::start_more(&fx, &["--workspace-root", &fx.base.display().to_string()]);
+    let data = fx.base.join("xdg/data").display().to_string();
+    let r = s2.call(&s2.agent, "POST", "/v1/sandboxes", Some(json!({"workspace": data})));
+    assert_eq!((r.status, r.code()), (403, "forbidden".to_string()), "{}", r.text());
 }
 
 /// Request lines and headers that name another host.
@@ -907,6 +924,62 @@ fn other_hosts_in_any_form_are_refused(u: User) {
     assert!(r.stderr.contains("exists"), "{}", r.show());
 }
 
+/// Nesting refused without naming another agent's sandbox.
+fn a_refusal_names_no_one_elses_sandbox(u: User) {
+    let fx = fixture(u, "serve-nest-name");
+    let roots = fx.base.join("roots");
+    fs::create_dir_all(roots.join("ws/inner")).unwrap();
+    fx.own();
+    let r = roots.display().to_string();
+    let s = Server::start(&fx, &["--workspace-root", &r]);
+    let theirs = s.sandbox(&s.agent2, json!({"workspace": format!("{r}/ws/inner")}));
+    let c = s.call(&s.agent, "POST", "/v1/sandboxes", Some(json!({"workspace": format!("{r}/ws")})));
+    assert_eq!(c.status, 409, "{}", c.text());
+    assert!(!c.text().contains(&theirs) && !c.text().contains("inner"), "{}", c.text());
+}
+
+/// A flood without a valid token does not use up the limit of those who hold one; too many
+/// long polls from one token are answered at once instead of holding connections.
+fn floods_do_not_shut_out_token_holders(u: User) {
+    let fx = fixture(u, "serve-flood");
+    let s = Server::start(&fx, &["--rate", "20"]);
+    let mut limited = 0;
+    for _ in 0..60 {
+        let r = s.raw("GET", "/v1/sandboxes", &[("Authorization", "Bearer pft_bogus")], b"");
+        assert!(r.status == 401 || r.status == 429, "{}", r.text());
+        limited += (r.status == 429) as usize;
+    }
+    assert!(limited > 0, "guessing tokens was never limited");
+    assert_eq!(s.call(&s.op, "GET", "/v1/sandboxes", None).status, 200);
+    // Long polls.
+    let sb = s.sandbox(&s.agent, json!({}));
+    let id = s.exec(&s.agent, &sb, json!({"command": "touch approved-poll"})).json()["approval"]["id"].as_str().unwrap().to_string();
+    let mut hs = Vec::new();
+    for _ in 0..crate_long_polls() {
+        let (host, agent, id) = (s.host.clone(), s.agent.clone(), id.clone());
+        hs.push(std::thread::spawn(move || {
+            let s2 = Server { child: std::process::Command::new("true").spawn().unwrap(), url: String::new(), host, agent: agent.clone(), agent2: String::new(), op: String::new(), op2: String::new(), args: vec![] };
+            s2.call(&agent, "GET", &format!("/v1/approvals/{id}?wait=20"), None).status
+        }));
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    let t0 = Instant::now();
+    let r = s.call(&s.agent, "GET", &format!("/v1/approvals/{id}?wait=20"), None);
+    assert_eq!(r.json()["status"], "pending");
+    assert!(t0.elapsed() < Duration::from_secs(5), "a poll over the token's share waited {:?}", t0.elapsed());
+    // Everyone else is still served.
+    assert_eq!(s.raw("GET", "/healthz", &[], b"").status, 200);
+    assert_eq!(s.call(&s.op, "POST", &format!("/v1/approvals/{id}/deny"), None).status, 200);
+    for h in hs {
+        assert_eq!(h.join().unwrap(), 200);
+    }
+}
+
+/// Long polls one token may hold at once (docs/server.md).
+fn crate_long_polls() -> usize {
+    8
+}
+
 both_users!(a_governed_exec_runs_in_the_sandbox, files_stay_beneath_the_workspace, approvals_run_once_after_a_person_approves);
 root_only!(
     every_endpoint_but_healthz_needs_a_token,
@@ -932,4 +1005,6 @@ root_only!(
     a_killed_server_leaves_no_run_behind,
     fresh_workspaces_cannot_find_each_other,
     other_hosts_in_any_form_are_refused,
+    a_refusal_names_no_one_elses_sandbox,
+    floods_do_not_shut_out_token_holders,
 );

@@ -154,15 +154,25 @@ impl FromRequestParts<App> for Actor {
             if !app.limiter.allow(&format!("s:{}", crate::token_hash(session))) {
                 return Err(ApiError::RateLimited);
             }
-            return crate::dashboard::actor_by_session(app, session)?.ok_or(ApiError::Unauthorized);
+            return crate::dashboard::actor_by_session(app, session)?.ok_or_else(|| failed_auth(app, parts));
         };
         let hash = crate::token_hash(token);
         // Per token, before the database is asked: a flood with one token stops here.
         if !app.limiter.allow(&format!("t:{hash}")) {
             return Err(ApiError::RateLimited);
         }
-        db::actor_by_hash(&app.db(), &hash)?.ok_or(ApiError::Unauthorized)
+        match db::actor_by_hash(&app.db(), &hash)? {
+            Some(a) => Ok(a),
+            None => Err(failed_auth(app, parts)),
+        }
     }
+}
+
+/// A request whose credentials do not hold: 401, or 429 once its address has failed more than
+/// the rate a second (guessing tokens).
+fn failed_auth(app: &App, parts: &Parts) -> ApiError {
+    let ip = parts.extensions.get::<crate::guard::Peer>().map(|p| p.0.ip().to_string()).unwrap_or_default();
+    if app.limiter.allow(&format!("ip:{ip}")) { ApiError::Unauthorized } else { ApiError::RateLimited }
 }
 
 /// The bearer token: `Authorization: Bearer T`.
@@ -344,19 +354,23 @@ pub(crate) fn new_sandbox(app: &App, actor: &Actor, requested: Option<String>, p
                     c.display()
                 )));
             }
+            // Never around or inside the server's fresh workspaces: a sandbox there could
+            // reach every later fresh sandbox.
+            if let Ok(fresh) = crate::canonical_dir(&app.opts.workspaces)
+                && (fresh.starts_with(&c) || c.starts_with(&fresh))
+            {
+                return Err(ApiError::Forbidden(format!("the workspace `{}` holds or is inside the server's fresh workspaces; name another directory", c.display())));
+            }
             // A workspace inside another live sandbox's, or holding one, is refused: the outer
-            // sandbox could put a link at the inner one's path.
+            // sandbox could put a link at the inner one's path. Which sandbox is named only to
+            // its owner (or an operator).
             let others = db::sandboxes(&app.db(), None)?;
             if let Some(o) = others.iter().find(|o| {
                 let w = Path::new(&o.workspace);
                 w != c && (w.starts_with(&c) || c.starts_with(w))
             }) {
-                return Err(ApiError::Conflict(format!(
-                    "the workspace `{}` is inside or around the workspace of sandbox {} (`{}`); sandboxes' workspaces may not nest",
-                    c.display(),
-                    o.id,
-                    o.workspace
-                )));
+                let which = if o.owner == actor.name || actor.role == Role::Operator { format!("sandbox {} (`{}`)", o.id, o.workspace) } else { "another sandbox".to_string() };
+                return Err(ApiError::Conflict(format!("the workspace `{}` is inside or around the workspace of {which}; sandboxes' workspaces may not nest", c.display())));
             }
             (c, false)
         }
@@ -375,7 +389,7 @@ pub(crate) fn new_sandbox(app: &App, actor: &Actor, requested: Option<String>, p
         e
     };
     if let Some(p) = &preset {
-        let policy = pinfold_plan::load::policy(None, Some(&workspace), true, &app.dirs).map_err(|e| cleanup(ApiError::Policy(e.to_string())))?;
+        let policy = pinfold_plan::load::policy(None, Some(&workspace), true, &app.dirs_for(&id)).map_err(|e| cleanup(ApiError::Policy(e.to_string())))?;
         if !policy.config().sandboxes.contains_key(p) {
             let known: Vec<&String> = policy.config().sandboxes.keys().collect();
             return Err(cleanup(ApiError::BadRequest(format!("no sandbox preset named `{p}`; the policy defines: {}", known.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")))));
@@ -466,6 +480,9 @@ pub fn remove_sandbox(app: &App, sb: &Sandbox, by: &str, event: &str) -> Result<
     // The row first, then the runs (see App::running_add).
     db::delete_sandbox(&app.db(), &sb.id)?;
     app.kill_sandbox(&sb.id);
+    if let Some(c) = app.dirs_for(&sb.id).cache {
+        let _ = std::fs::remove_dir_all(c);
+    }
     if sb.fresh {
         let ws = PathBuf::from(&sb.workspace);
         // Only ever a directory the server made, directly in its workspaces directory.
@@ -979,6 +996,11 @@ async fn get_approval(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath
 /// The approval `id` as `actor` may see it, once it reaches a state nobody acts on any more
 /// (denied, expired, consumed) or after `wait_s` seconds (at most [`MAX_WAIT_S`]).
 pub(crate) async fn wait_approval(app: &App, actor: &Actor, id: &str, wait_s: u64) -> Result<Approval, ApiError> {
+    // Long polls hold a connection each: a token may hold a few, all of them together a share
+    // of the connections; past that the answer comes at once.
+    let Some(_slot) = crate::LongPoll::take(app, &actor.name) else {
+        return visible_approval(app, actor, id);
+    };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_s.min(MAX_WAIT_S));
     let mut changes = app.approvals_watch();
     loop {

@@ -70,8 +70,8 @@ pub fn action_hash(action: &Value) -> String {
     hex(&Sha256::digest(action.to_string().as_bytes()))
 }
 
-fn load_policy(app: &App, workspace: &Path) -> Result<Policy, ApiError> {
-    pinfold_plan::load::policy(None, Some(workspace), true, &app.dirs).map_err(|e| ApiError::Policy(e.to_string()))
+fn load_policy(app: &App, sb: &Sandbox, workspace: &Path) -> Result<Policy, ApiError> {
+    pinfold_plan::load::policy(None, Some(workspace), true, &app.dirs_for(&sb.id)).map_err(|e| ApiError::Policy(e.to_string()))
 }
 
 fn recorder(app: &App, policy: &Policy) -> Result<Recorder, ApiError> {
@@ -224,7 +224,7 @@ struct Judged {
 
 fn judge(app: &App, sb: &Sandbox, action: &Action) -> Result<Judged, ApiError> {
     let workspace = PathBuf::from(&sb.workspace);
-    let policy = load_policy(app, &workspace)?;
+    let policy = load_policy(app, sb, &workspace)?;
     let dirs = &app.dirs;
     let (verdict, reason, preset) = match action {
         Action::Exec { text, .. } => {
@@ -311,6 +311,7 @@ async fn perform(app: &App, sb: &Sandbox, workspace: &Path, action: Action, pres
                 cap: app.opts.output_cap,
                 approved: token,
                 session,
+                cache: app.dirs_for(&sb.id).cache,
             };
             let id = sb.id.clone();
             let mut pid_seen = 0;

@@ -106,7 +106,13 @@ fn precheck(app: &App, req: &Request, peer: Option<IpAddr>) -> Result<(), ApiErr
     {
         return Err(ApiError::BadHost);
     }
-    if let Some(ip) = peer
+    // A request with credentials is limited per token (or session) once they are checked, and
+    // per address only if they fail (api.rs): every local client shares 127.0.0.1, so a flood
+    // without a token must not use up the bucket of those that hold one. Requests without
+    // credentials are limited per address here.
+    let credentialed = req.headers().contains_key("authorization") || crate::dashboard::session_cookie(req.headers()).is_some();
+    if !credentialed
+        && let Some(ip) = peer
         && !app.limiter.allow(&format!("ip:{ip}"))
     {
         return Err(ApiError::RateLimited);

@@ -85,6 +85,8 @@ pub struct Inner {
     limiter: guard::Limiter,
     /// Host header values this server answers for.
     hosts: Mutex<Vec<String>>,
+    /// Long polls in progress, per token.
+    long_polls: Mutex<HashMap<String, usize>>,
 }
 
 #[derive(Clone, Debug)]
@@ -117,6 +119,15 @@ impl App {
     /// Note a run of `sandbox`. A sandbox deleted meanwhile (after the request found it) gets
     /// its run killed here: the delete removes the row before it looks for runs, and this looks
     /// for the row after adding the run, so one of the two sees the other.
+    /// pinfold's directories as a call in `sandbox` uses them: the policy cache is the
+    /// sandbox's own (`CACHE/serve/ID`), since a cache file names the workspace it was compiled
+    /// for, and every sandbox can read the cache directory; `CACHE/serve` cannot be listed.
+    pub fn dirs_for(&self, sandbox: &str) -> Dirs {
+        let mut d = self.dirs.clone();
+        d.cache = self.dirs.cache.as_ref().map(|c| c.join("serve").join(sandbox));
+        d
+    }
+
     fn running_add(&self, sandbox: &str, pid: u32) {
         self.running.lock().unwrap_or_else(|p| p.into_inner()).entry(sandbox.to_string()).or_default().insert(pid);
         if !matches!(db::sandbox(&self.db(), sandbox), Ok(Some(_))) {
@@ -149,6 +160,49 @@ impl App {
                 }
             });
         }
+    }
+}
+
+/// A long poll in progress, counted per token and in all; released when dropped.
+pub struct LongPoll {
+    app: App,
+    actor: String,
+}
+
+impl LongPoll {
+    /// Most long polls one token holds at once.
+    pub const PER_TOKEN: usize = 8;
+    /// Most long polls in all (a quarter of the connections the server serves).
+    pub const TOTAL: usize = guard::MAX_CONNECTIONS / 4;
+
+    /// A slot for `actor`, or `None` when it (or everyone) holds too many.
+    pub fn take(app: &App, actor: &str) -> Option<LongPoll> {
+        let mut m = app.long_polls.lock().unwrap_or_else(|p| p.into_inner());
+        let total: usize = m.values().sum();
+        let mine = m.get(actor).copied().unwrap_or(0);
+        if mine >= Self::PER_TOKEN || total >= Self::TOTAL {
+            return None;
+        }
+        m.insert(actor.to_string(), mine + 1);
+        Some(LongPoll { app: app.clone(), actor: actor.to_string() })
+    }
+}
+
+impl Drop for LongPoll {
+    fn drop(&mut self) {
+        let mut m = self.app.long_polls.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&self.actor) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.actor);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for LongPoll {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LongPoll").field("actor", &self.actor).finish()
     }
 }
 
@@ -233,6 +287,12 @@ pub fn serve(opts: Options, dirs: Dirs) -> Result<(), String> {
         ));
     }
     let conn = open_db(&dirs)?;
+    if let Some(c) = &dirs.cache {
+        let serve = c.join("serve");
+        std::fs::create_dir_all(&serve).map_err(|e| format!("cannot create {}: {e}", serve.display()))?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&serve, std::fs::Permissions::from_mode(0o311)).map_err(|e| format!("cannot make {} unlistable: {e}", serve.display()))?;
+    }
     let _ = api::BODY_TIMEOUT.set(Duration::from_secs(opts.body_timeout_s.max(1)));
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the pinfold binary: {e}"))?;
     std::fs::create_dir_all(&opts.workspaces).map_err(|e| format!("cannot create {}: {e}", opts.workspaces.display()))?;
@@ -256,6 +316,7 @@ pub fn serve(opts: Options, dirs: Dirs) -> Result<(), String> {
             hosts: Mutex::new(guard::hosts_for(local, &opts.allow_hosts)),
             opts,
             running: Mutex::new(HashMap::new()),
+            long_polls: Mutex::new(HashMap::new()),
             approvals: tx,
         }));
         api::reconcile(&app);

@@ -28,6 +28,8 @@ pub struct Spec {
     pub approved: Option<String>,
     /// The ledger session of the run's own records.
     pub session: String,
+    /// The policy cache `pinfold exec` uses (the sandbox's own).
+    pub cache: Option<PathBuf>,
 }
 
 /// A piece of output as it comes, for streaming.
@@ -59,6 +61,9 @@ pub async fn run(spec: Spec, started: impl FnOnce(u32), chunks: Option<mpsc::Sen
     }
     cmd.arg("--").arg(&spec.text);
     cmd.env_remove(pinfold_plan::token::ENV).env_remove("PINFOLD_TOKEN").env(pinfold_plan::record::SESSION_ENV, &spec.session);
+    if let Some(c) = &spec.cache {
+        cmd.env("PINFOLD_CACHE_DIR", c);
+    }
     if let Some(t) = &spec.approved {
         cmd.env(pinfold_plan::token::ENV, t);
     }
