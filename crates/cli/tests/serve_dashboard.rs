@@ -106,8 +106,10 @@ impl Driver {
         loop {
             let v = http(self.port, "POST", &format!("/session/{}/element", self.session), Some(&json!({"using": "css selector", "value": css}))).unwrap();
             if let Some(id) = v["value"][ELEMENT].as_str() {
-                let shown = self.cmd("GET", &format!("/element/{id}/displayed"), None);
-                if shown == json!(true) {
+                // The page may replace the element between the two calls (a refresh): then it
+                // is looked up again.
+                let shown = http(self.port, "GET", &format!("/session/{}/element/{id}/displayed", self.session), None).unwrap();
+                if shown["value"] == json!(true) {
                     return id.to_string();
                 }
             }
@@ -158,9 +160,19 @@ impl Driver {
     }
 
     fn type_into(&self, css: &str, text: &str) {
-        let id = self.find(css);
-        self.cmd("POST", &format!("/element/{id}/clear"), Some(json!({})));
-        self.cmd("POST", &format!("/element/{id}/value"), Some(json!({"text": text})));
+        let t0 = Instant::now();
+        loop {
+            let id = self.find(css);
+            let base = format!("/session/{}/element/{id}", self.session);
+            let cleared = http(self.port, "POST", &format!("{base}/clear"), Some(&json!({}))).unwrap();
+            let typed = http(self.port, "POST", &format!("{base}/value"), Some(&json!({"text": text}))).unwrap();
+            if cleared["value"].get("error").is_none() && typed["value"].get("error").is_none() {
+                return;
+            }
+            // Replaced by a refresh while typing: again, into the new one.
+            assert!(t0.elapsed() < Duration::from_secs(20), "cannot type into {css}: {typed}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     fn script(&self, js: &str) -> Value {
