@@ -88,6 +88,12 @@ impl Server {
         Server::launch(fx, args, agent, agent2, op, op2)
     }
 
+    /// A handle that only talks to a running server (from another thread), as `agent`.
+    fn client(host: String, agent: &str) -> Server {
+        let child = std::process::Command::new("true").spawn().expect("spawn true");
+        Server { child, url: String::new(), host, agent: agent.to_string(), agent2: String::new(), op: String::new(), op2: String::new(), args: vec![] }
+    }
+
     /// Another server on the same state, with the first one's tokens.
     fn start_more(fx: &Fx, extra: &[&str]) -> Server {
         let args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
@@ -327,7 +333,7 @@ fn a_delete_kills_what_runs(u: User) {
     let sb2 = sb.clone();
     let t0 = Instant::now();
     let h = std::thread::spawn(move || {
-        let s2 = Server { child: std::process::Command::new("true").spawn().unwrap(), url: String::new(), host, agent: agent.clone(), agent2: String::new(), op: String::new(), op2: String::new(), args: vec![] };
+        let s2 = Server::client(host, &agent);
         s2.exec(&agent, &sb2, json!({"command": "sleep 77.321", "timeout_s": 120})).json()
     });
     wait_for("the command to start", || fx.host_ok(&["sh", "-c", "pgrep -fc 'sleep 77[.]321' || true"]).trim() != "0");
@@ -446,7 +452,7 @@ fn approvals_run_once_after_a_person_approves(u: User) {
     // A long poll that ends when the decision comes.
     let (host, agent, id2) = (s.host.clone(), s.agent.clone(), id.clone());
     let poll = std::thread::spawn(move || {
-        let s2 = Server { child: std::process::Command::new("true").spawn().unwrap(), url: String::new(), host, agent: agent.clone(), agent2: String::new(), op: String::new(), op2: String::new(), args: vec![] };
+        let s2 = Server::client(host, &agent);
         let t0 = Instant::now();
         let v = s2.call(&agent, "GET", &format!("/v1/approvals/{id2}?wait=30"), None).json();
         (v, t0.elapsed())
@@ -729,7 +735,7 @@ fn a_sandbox_past_its_ttl_is_reaped(u: User) {
     // A command still running when the time is up is stopped with its sandbox.
     let (host, agent, sb2) = (s.host.clone(), s.agent.clone(), sb.clone());
     let run = std::thread::spawn(move || {
-        let s2 = Server { child: std::process::Command::new("true").spawn().unwrap(), url: String::new(), host, agent: agent.clone(), agent2: String::new(), op: String::new(), op2: String::new(), args: vec![] };
+        let s2 = Server::client(host, &agent);
         s2.exec(&agent, &sb2, json!({"command": "sleep 88.321", "timeout_s": 120})).json()
     });
     wait_for("the sandbox to be reaped", || s.call(&s.agent, "GET", &format!("/v1/sandboxes/{sb}"), None).status == 404);
@@ -793,7 +799,7 @@ fn an_idempotency_key_runs_once_under_a_race(u: User) {
     for _ in 0..5 {
         let (host, agent, sb) = (s.host.clone(), s.agent.clone(), sb.clone());
         hs.push(std::thread::spawn(move || {
-            let s2 = Server { child: std::process::Command::new("true").spawn().unwrap(), url: String::new(), host, agent: agent.clone(), agent2: String::new(), op: String::new(), op2: String::new(), args: vec![] };
+            let s2 = Server::client(host, &agent);
             let auth = format!("Bearer {agent}");
             s2.raw("POST", &format!("/v1/sandboxes/{sb}/exec"), &[("Authorization", &auth), ("Idempotency-Key", "race")], br#"{"command": "sleep 0.5; echo run >> runs.txt"}"#).status
         }));
@@ -817,7 +823,7 @@ fn runs_side_by_side_keep_their_placeholders(u: User) {
     for i in 0..4 {
         let (host, agent, sb) = (s.host.clone(), s.agent.clone(), sb.clone());
         hs.push(std::thread::spawn(move || {
-            let s2 = Server { child: std::process::Command::new("true").spawn().unwrap(), url: String::new(), host, agent: agent.clone(), agent2: String::new(), op: String::new(), op2: String::new(), args: vec![] };
+            let s2 = Server::client(host, &agent);
             s2.exec(&agent, &sb, json!({"command": format!("sleep 0.{}; echo {i} > f{i}", 2 + i)})).json()
         }));
     }
@@ -859,7 +865,7 @@ fn a_killed_server_leaves_no_run_behind(u: User) {
     let ws = s.workspace(&sb);
     let (host, agent, sb2) = (s.host.clone(), s.agent.clone(), sb.clone());
     std::thread::spawn(move || {
-        let s2 = Server { child: std::process::Command::new("true").spawn().unwrap(), url: String::new(), host, agent: agent.clone(), agent2: String::new(), op: String::new(), op2: String::new(), args: vec![] };
+        let s2 = Server::client(host, &agent);
         let _ = s2.exec(&agent, &sb2, json!({"command": "sleep 3.217; echo beyond > beyond.txt", "timeout_s": 2}));
     });
     wait_for("the command to start", || fx.host_ok(&["sh", "-c", "pgrep -fc 'sleep 3[.]217' || true"]).trim() != "0");
@@ -958,7 +964,7 @@ fn floods_do_not_shut_out_token_holders(u: User) {
     for _ in 0..crate_long_polls() {
         let (host, agent, id) = (s.host.clone(), s.agent.clone(), id.clone());
         hs.push(std::thread::spawn(move || {
-            let s2 = Server { child: std::process::Command::new("true").spawn().unwrap(), url: String::new(), host, agent: agent.clone(), agent2: String::new(), op: String::new(), op2: String::new(), args: vec![] };
+            let s2 = Server::client(host, &agent);
             s2.call(&agent, "GET", &format!("/v1/approvals/{id}?wait=20"), None).status
         }));
     }
