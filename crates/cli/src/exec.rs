@@ -19,6 +19,10 @@ pub struct ExecArgs {
     /// Run under this sandbox preset instead of the one the policy picks.
     #[arg(long, value_name = "PRESET")]
     pub(crate) sandbox: Option<String>,
+    /// Run on this backend instead of the preset's: process (namespaces, Landlock and
+    /// seccomp on the host kernel) or gvisor (gVisor's runsc). See docs/backends.md.
+    #[arg(long, value_name = "BACKEND", value_parser = clap::builder::PossibleValuesParser::new(["process", "gvisor"]))]
+    pub(crate) backend: Option<String>,
     /// Also let the command write PATH (repeatable).
     #[arg(long = "write", value_name = "PATH")]
     pub(crate) write: Vec<PathBuf>,
@@ -96,6 +100,7 @@ pub fn run(args: ExecArgs, dirs: &Dirs) -> Result<i32, Error> {
         dry_run: args.dry_run,
         hook_origin,
         java_tool_options: std::env::var("JAVA_TOOL_OPTIONS").ok(),
+        backend: args.backend.as_deref().map(|b| b.parse().expect("clap allows only known backends")),
     };
     let plan = pinfold_plan::plan(&args.command, &cx, &policy, dirs)?;
     let j = &plan.judgement;
@@ -202,6 +207,7 @@ pub fn doctor(args: DoctorArgs, dirs: &Dirs) -> Result<i32, Error> {
     let cwd = std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?;
     let hooks = crate::hook::init::doctor_rows(&cwd, dirs);
     let hooks_ok = !hooks.iter().any(|h| h.problem);
+    let backends = pinfold_sandbox::backend_statuses();
     if args.json {
         let out = serde_json::json!({
             "supported": a.supported(),
@@ -209,6 +215,7 @@ pub fn doctor(args: DoctorArgs, dirs: &Dirs) -> Result<i32, Error> {
             "problems": problems.iter().map(|(layer, why, fix)| serde_json::json!({"layer": layer, "why": why, "fix": fix})).collect::<Vec<_>>(),
             "hooks": hooks,
             "hooks_ok": hooks_ok,
+            "backends": backends,
         });
         println!("{}", serde_json::to_string_pretty(&out).expect("JSON values serialise"));
     } else {
@@ -222,6 +229,13 @@ pub fn doctor(args: DoctorArgs, dirs: &Dirs) -> Result<i32, Error> {
             println!();
             for (layer, why, fix) in &problems {
                 println!("missing: {layer}: {why}\n  fix: {fix}");
+            }
+        }
+        println!("\nbackends:");
+        for b in &backends {
+            println!("  {:<8} {}: {}", b.name, if b.available { "yes" } else { "no" }, b.detail);
+            if let Some(fix) = &b.fix {
+                println!("  {:<8} fix: {fix}", "");
             }
         }
         println!("\nagent hooks:");

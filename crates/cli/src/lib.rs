@@ -19,7 +19,9 @@ mod errors;
 mod exec;
 mod exit;
 pub mod hook;
+#[cfg(feature = "server")]
 mod mcp;
+#[cfg(feature = "server")]
 mod serve;
 mod undo;
 
@@ -126,9 +128,11 @@ enum Command {
     /// lives in the state directory and survives restarts. `pinfold serve token add NAME
     /// --role agent|operator` makes a token.
     #[command(after_help = "Exit status: 0 stopped by SIGINT or SIGTERM (or the token command succeeded), 2 the server could not start.")]
+    #[cfg(feature = "server")]
     Serve(serve::ServeArgs),
     /// List and decide the approvals of a running server (PINFOLD_SERVER, PINFOLD_TOKEN).
     #[command(after_help = "Exit status: 0 done, 2 the server refused or could not be reached.")]
+    #[cfg(feature = "server")]
     Approvals(serve::ApprovalsArgs),
     /// MCP over stdio for an MCP client (an `mcpServers` entry): a thin client of a running
     /// `pinfold serve` (PINFOLD_SERVER, PINFOLD_TOKEN). See docs/server.md, "MCP".
@@ -137,6 +141,7 @@ enum Command {
     /// /mcp with the token, and writes the answers to standard output, one per line. The
     /// server judges, runs and records every call.
     #[command(after_help = "Exit status: 0 standard input ended, 2 PINFOLD_TOKEN is not set or PINFOLD_SERVER is not http://HOST:PORT.")]
+    #[cfg(feature = "server")]
     Mcp(mcp::McpArgs),
 }
 
@@ -260,8 +265,11 @@ fn run(command: Command, dirs: &Dirs) -> Result<i32, Error> {
         Command::Import(args) => hook::import::run(args),
         Command::Audit(args) => audit::run(args, dirs),
         Command::Undo(args) => undo::run(args, dirs),
+        #[cfg(feature = "server")]
         Command::Serve(args) => serve::run(args, dirs),
+        #[cfg(feature = "server")]
         Command::Approvals(args) => serve::approvals(args),
+        #[cfg(feature = "server")]
         Command::Mcp(args) => mcp::run(args),
         Command::Trust(args) => {
             let files = if args.files.is_empty() {

@@ -31,6 +31,8 @@ mod sandbox_kernel;
 mod sandbox_processes;
 mod sandbox_network;
 mod sandbox_exec;
+// The same attacks on the gVisor backend.
+mod sandbox_gvisor;
 mod control_files;
 // `pinfold exec` with a host allowlist: the egress proxy and the credential broker.
 mod egress_allowlist;

@@ -43,7 +43,7 @@ fn expect_code(fx: &Fx, r: &Run, want: i32, what: &str) {
 }
 
 /// The command's own exit status passes through; 128+N for a signal.
-fn exit_status_passthrough(u: User) {
+pub(crate) fn exit_status_passthrough(u: User) {
     let fx = Fx::new(u, "exit_status_passthrough");
     let r = fx.control(&["sh".into(), "-c".into(), "kill -TERM $$".into()]);
     assert_eq!(
@@ -69,7 +69,7 @@ fn exit_status_passthrough(u: User) {
     expect_code(&fx, &fx.exec(&[], &["true".into()]), 0, "`true`");
 }
 
-fn exit_127_for_missing_command(u: User) {
+pub(crate) fn exit_127_for_missing_command(u: User) {
     let fx = Fx::new(u, "exit_127_for_missing_command");
     expect_code(
         &fx,
@@ -190,7 +190,7 @@ fn exit_126_for_denied_and_asked(u: User) {
     );
 }
 
-fn stdin_passthrough(u: User) {
+pub(crate) fn stdin_passthrough(u: User) {
     let fx = Fx::new(u, "stdin_passthrough");
     let r = fx.exec_stdin(&[], &["cat".into()], Some("hi\nthere\n"));
     assert!(
@@ -270,7 +270,7 @@ fn one_argument_is_shell_several_are_argv(u: User) {
 
 /// `--report FILE`: JSON naming the writable roots (the project), the layers, and a granted
 /// path that does not exist ("grants nothing and must be reported, not silently dropped").
-fn report_json_written(u: User) {
+pub(crate) fn report_json_written(u: User) {
     let fx = Fx::new(u, "report_json_written");
     let report = fx.out.join("report.json");
     let missing = fx.out.join("does-not-exist");
@@ -310,7 +310,7 @@ fn dry_run_runs_nothing(u: User) {
     );
 }
 
-fn flag_write_grants_a_path(u: User) {
+pub(crate) fn flag_write_grants_a_path(u: User) {
     let fx = Fx::new(u, "flag_write_grants_a_path");
     let extra = fx.out.join("extra");
     fs::create_dir_all(&extra).expect("mkdir");
@@ -334,7 +334,7 @@ fn flag_write_grants_a_path(u: User) {
     );
 }
 
-fn flag_deny_write_and_deny_read(u: User) {
+pub(crate) fn flag_deny_write_and_deny_read(u: User) {
     let fx = Fx::new(u, "flag_deny_write_and_deny_read");
     fx.put(&fx.proj.join("sub/keep.txt"), "keep\n");
     fx.put(&fx.proj.join("notes.txt"), &format!("{}\n", fx.token));
@@ -359,7 +359,7 @@ fn flag_deny_write_and_deny_read(u: User) {
     );
 }
 
-fn flag_cwd(u: User) {
+pub(crate) fn flag_cwd(u: User) {
     let fx = Fx::new(u, "flag_cwd");
     fs::create_dir_all(fx.proj.join("sub")).expect("mkdir");
     fx.own();
@@ -483,7 +483,7 @@ fn has_commit(fx: &Fx, dir: &Path, msg: &str) -> Result<(), String> {
 }
 
 /// `.git/objects`, `refs`, `index` stay writable: `git add` + `git commit` work.
-fn work_git_commit_existing_repo(u: User) {
+pub(crate) fn work_git_commit_existing_repo(u: User) {
     work_case(
         u,
         "work_git_commit_existing_repo",
@@ -535,7 +535,7 @@ fn work_git_commit_in_worktree(u: User) {
     );
 }
 
-fn work_make(u: User) {
+pub(crate) fn work_make(u: User) {
     work_case(
         u,
         "work_make",
@@ -555,7 +555,7 @@ fn work_make(u: User) {
     );
 }
 
-fn work_python_pycache(u: User) {
+pub(crate) fn work_python_pycache(u: User) {
     work_case(
         u,
         "work_python_pycache",
@@ -623,7 +623,7 @@ fn work_npm_install_from_local_tarball(u: User) {
     );
 }
 
-fn work_tmpdir_writable(u: User) {
+pub(crate) fn work_tmpdir_writable(u: User) {
     work_case(
         u,
         "work_tmpdir_writable",

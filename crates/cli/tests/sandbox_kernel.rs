@@ -21,12 +21,14 @@ only_user!(nobody: setuid_root_binary);
 
 /// A setuid binary gains nothing: inside, NoNewPrivs is 1 and CapEff 0. The control's "escape" is a
 /// host process without no_new_privs (and, for root, with capabilities).
-fn privileges_no_new_privs_no_caps(u: User) {
+pub(crate) fn privileges_no_new_privs_no_caps(u: User) {
     let script = |fx: &Fx| {
         fx.sh_script(
             "privs",
             "grep -E '^(NoNewPrivs|CapEff|CapPrm|CapAmb):' /proc/self/status\n\
              nnp=$(awk '/^NoNewPrivs:/{print $2}' /proc/self/status)\n\
+             # gVisor's /proc/self/status has no NoNewPrivs line: ask prctl(PR_GET_NO_NEW_PRIVS).\n\
+             [ -n \"$nnp\" ] || nnp=$(/usr/bin/python3 -c 'import ctypes; print(ctypes.CDLL(None).prctl(39, 0, 0, 0, 0))')\n\
              eff=$(awk '/^CapEff:/{print $2}' /proc/self/status)\n\
              [ \"$nnp\" = 1 ] && echo 'refused: no_new_privs is set' || echo 'ESCAPED: no_new_privs is not set'\n\
              [ \"$eff\" = 0000000000000000 ] && echo 'refused: no effective capabilities' || echo \"ESCAPED: effective capabilities $eff\"\n",
@@ -135,7 +137,7 @@ both_users!(
 );
 
 /// `unshare -U`: a new user namespace inside is refused.
-fn nested_user_namespace(u: User) {
+pub(crate) fn nested_user_namespace(u: User) {
     syscall_case(u, "nested_user_namespace", &|fx| {
         fx.sh_script(
             "unshare",
@@ -150,7 +152,7 @@ fn nested_user_namespace(u: User) {
 /// mount_setattr. Each is tried in a child that first attempts a private user+mount namespace
 /// (so on the host the control cannot change real mounts); reaching the kernel past the
 /// permission check counts as an escape; inside, each must be EPERM/EACCES/ENOSYS.
-fn mount_family_syscalls(u: User) {
+pub(crate) fn mount_family_syscalls(u: User) {
     syscall_case(u, "mount_family_syscalls", &|fx| {
         let m = Fx::s(&fx.cwd.join(".t/mnt"));
         fs::create_dir_all(fx.cwd.join(".t/mnt")).expect("mkdir");
@@ -162,7 +164,7 @@ fn mount_family_syscalls(u: User) {
 }
 
 /// `setns` into another namespace is refused.
-fn setns_refused(u: User) {
+pub(crate) fn setns_refused(u: User) {
     syscall_case(u, "setns_refused", &|fx| {
         fx.py_script("setns", include_str!("attacks/setns.py"))
     });
@@ -217,7 +219,7 @@ fn ptrace_refused(u: User) {
 }
 
 /// `process_vm_writev` (into an own child: the syscall itself must be filtered).
-fn process_vm_writev_refused(u: User) {
+pub(crate) fn process_vm_writev_refused(u: User) {
     syscall_case(u, "process_vm_writev_refused", &|fx| {
         fx.py_script("vm_writev", include_str!("attacks/process_vm_writev.py"))
     });
@@ -225,7 +227,7 @@ fn process_vm_writev_refused(u: User) {
 
 /// `/proc/<pid>/mem`: read memory of the parent and of a
 /// same-user host process through /proc/<pid>/mem.
-fn proc_mem_of_parent_and_host(u: User) {
+pub(crate) fn proc_mem_of_parent_and_host(u: User) {
     let script = |fx: &Fx, host_pid: u32| {
         let mut argv = fx.py_script("proc_mem", include_str!("attacks/proc_mem.py"));
         argv.push(host_pid.to_string());
@@ -247,7 +249,7 @@ fn proc_mem_of_parent_and_host(u: User) {
 }
 
 /// Killing a host pid: a same-user host process must survive.
-fn kill_host_pid(u: User) {
+pub(crate) fn kill_host_pid(u: User) {
     let script = |fx: &Fx, pid: u32| {
         fx.sh_script(
             "kill",

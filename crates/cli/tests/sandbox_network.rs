@@ -38,7 +38,7 @@ fn net_case(u: User, name: &str, script: &dyn Fn(&Fx, &Listeners) -> Vec<String>
 }
 
 /// curl and bash's `/dev/tcp` reach no host listener.
-fn net_curl_and_dev_tcp(u: User) {
+pub(crate) fn net_curl_and_dev_tcp(u: User) {
     net_case(u, "net_curl_and_dev_tcp", &|fx, l| {
         fx.sh_script(
             "curl",
@@ -55,7 +55,7 @@ fn net_curl_and_dev_tcp(u: User) {
 }
 
 /// UDP `sendto`: raw AF_INET/AF_INET6 datagrams, and TCP to ::1, reach no host listener.
-fn net_udp_sendto_and_ipv6(u: User) {
+pub(crate) fn net_udp_sendto_and_ipv6(u: User) {
     net_case(u, "net_udp_sendto_and_ipv6", &|fx, l| {
         let mut argv = fx.py_script("udp", include_str!("attacks/udp_and_ipv6.py"));
         argv.push(l.udp4.local_addr().expect("addr").port().to_string());
@@ -66,7 +66,7 @@ fn net_udp_sendto_and_ipv6(u: User) {
 }
 
 /// DNS lookups: a DNS query (UDP and TCP) to a resolver on loopback gets no answer.
-fn net_dns_query(u: User) {
+pub(crate) fn net_dns_query(u: User) {
     net_case(u, "net_dns_query", &|fx, l| {
         let mut argv = fx.py_script("dns", include_str!("attacks/dns_query.py"));
         argv.push(unique("q"));
@@ -85,7 +85,7 @@ fn net_inet_sockets_refused(u: User) {
 }
 
 /// Connecting to a host abstract unix socket fails.
-fn abstract_unix_socket(u: User) {
+pub(crate) fn abstract_unix_socket(u: User) {
     let go = |fx: &Fx, sandboxed: bool| {
         let name = unique("pinfold-abstract-");
         let addr = SocketAddr::from_abstract_name(name.as_bytes()).expect("abstract name");
@@ -129,7 +129,7 @@ static DOCKER_SOCK: Mutex<()> = Mutex::new(());
 /// `/run/docker.sock` (only if absent on this host; removed afterwards), rootless docker and
 /// podman under `$XDG_RUNTIME_DIR`, Docker Desktop's `~/.docker/run/docker.sock`. Under the
 /// embedded default preset, connecting to any of them must fail and reach no listener.
-fn container_engine_sockets_hidden(u: User) {
+pub(crate) fn container_engine_sockets_hidden(u: User) {
     let _g = DOCKER_SOCK.lock().unwrap_or_else(|e| e.into_inner());
     let system = PathBuf::from("/run/docker.sock");
     assert!(

@@ -52,7 +52,7 @@ fn wait_gone(marker: &str, grace: Duration) -> Vec<u32> {
 
 /// No orphans after exit: `sleep 1000 &`, a setsid'd daemon and a
 /// double fork; none may remain once `pinfold exec` has exited.
-fn no_orphans_after_exit(u: User) {
+pub(crate) fn no_orphans_after_exit(u: User) {
     let script = |fx: &Fx, m: &str| {
         fx.sh_script(
             "orphans",
@@ -95,7 +95,7 @@ fn no_orphans_after_exit(u: User) {
 
 /// The sandbox dies with its parent: SIGKILL of `pinfold exec` must take the
 /// command with it.
-fn dies_with_parent(u: User) {
+pub(crate) fn dies_with_parent(u: User) {
     let go = |fx: &Fx, sandboxed: bool, m: &str| -> (Vec<u32>, String) {
         let script = fx.sh_script(
             "dies",
@@ -151,7 +151,7 @@ fn dies_with_parent(u: User) {
 }
 
 /// Signals are forwarded: SIGTERM to `pinfold exec` reaches the command's trap.
-fn signals_forwarded(u: User) {
+pub(crate) fn signals_forwarded(u: User) {
     let a = Fx::new(u, "signals_forwarded");
     let script = a.sh_script(
         "trap",

@@ -94,7 +94,7 @@ fn cat_each(paths: &[String]) -> String {
 }
 
 /// Direct reads of read-denied paths (`~/.ssh/id_*`, `~/.aws/credentials`, `secret.txt`).
-fn read_secrets_direct(u: User) {
+pub(crate) fn read_secrets_direct(u: User) {
     read_case(
         u,
         "read_secrets_direct",
@@ -117,7 +117,7 @@ fn read_secrets_direct(u: User) {
 }
 
 /// Via `/proc/self/root`, `/proc/1/root`, `/proc/1/cwd`, `/proc/$$/cwd`.
-fn read_secrets_via_proc_paths(u: User) {
+pub(crate) fn read_secrets_via_proc_paths(u: User) {
     read_case(
         u,
         "read_secrets_via_proc_paths",
@@ -143,7 +143,7 @@ fn read_secrets_via_proc_paths(u: User) {
 }
 
 /// Symlinks to read-denied files, planted before start and made inside.
-fn read_secrets_via_symlink(u: User) {
+pub(crate) fn read_secrets_via_symlink(u: User) {
     read_case(
         u,
         "read_secrets_via_symlink",
@@ -173,7 +173,7 @@ fn read_secrets_via_symlink(u: User) {
 }
 
 /// Hard links to read-denied files made from inside (if creatable at all).
-fn read_secrets_via_hardlink(u: User) {
+pub(crate) fn read_secrets_via_hardlink(u: User) {
     read_case(
         u,
         "read_secrets_via_hardlink",
@@ -193,7 +193,7 @@ fn read_secrets_via_hardlink(u: User) {
 
 /// Inherited descriptors: fds 3 and 4 opened on the secrets by the caller before
 /// `pinfold exec` starts must not be readable inside.
-fn read_secrets_via_inherited_fd(u: User) {
+pub(crate) fn read_secrets_via_inherited_fd(u: User) {
     read_case(
         u,
         "read_secrets_via_inherited_fd",
@@ -218,7 +218,7 @@ both_users!(secrets_scrubbed_from_environment);
 /// Secrets in the environment: the values of `GITHUB_TOKEN`,
 /// `AWS_SECRET_ACCESS_KEY`, `MY_API_KEY`, `DB_PASSWORD`, … appear nowhere inside (`env`,
 /// `/proc/1/environ`, any visible `/proc/*/environ`); `--keep-env` keeps the one it names.
-fn secrets_scrubbed_from_environment(u: User) {
+pub(crate) fn secrets_scrubbed_from_environment(u: User) {
     let vars = [
         "GITHUB_TOKEN",
         "AWS_SECRET_ACCESS_KEY",

@@ -26,7 +26,7 @@ both_users!(
 only_user!(root: write_through_hardlink_to_etc_passwd);
 
 /// `echo x > /tmp/outside`, `$HOME/x`, `/var/tmp`, (root) `/etc`.
-fn write_outside_roots(u: User) {
+pub(crate) fn write_outside_roots(u: User) {
     let tag = unique("pinfold-escape-");
     let var_tmp = PathBuf::from(format!("/var/tmp/{tag}"));
     let etc = PathBuf::from(format!("/etc/{tag}"));
@@ -75,7 +75,7 @@ fn write_outside_roots(u: User) {
 
 /// A symlink planted in the project (before start, and from inside) pointing to a
 /// file outside; writing through it must not create or change the target.
-fn write_through_planted_symlink(u: User) {
+pub(crate) fn write_through_planted_symlink(u: User) {
     attack_case(
         u,
         "write_through_planted_symlink",
@@ -105,7 +105,7 @@ fn write_through_planted_symlink(u: User) {
 }
 
 /// Hard-link a file the user owns outside the roots into the project, write through.
-fn write_through_hardlink_to_own_outside_file(u: User) {
+pub(crate) fn write_through_hardlink_to_own_outside_file(u: User) {
     attack_case(
         u,
         "write_through_hardlink_to_own_outside_file",
@@ -205,7 +205,7 @@ fn git_protected(git: &Path) -> Snap {
 /// `.git -> decoy/` (inside the project) before the sandbox starts. Writing
 /// `.git/hooks/*` or `.git/config` (through either name) must be refused, or pinfold must
 /// refuse to start with a clear error (exit 125 and a message).
-fn git_dir_replaced_by_symlink_before_start(u: User) {
+pub(crate) fn git_dir_replaced_by_symlink_before_start(u: User) {
     let setup = |fx: &mut Fx| {
         fs::rename(fx.proj.join(".git"), fx.proj.join("decoy")).expect("rename .git");
         symlink("decoy", fx.proj.join(".git")).expect("symlink .git");
@@ -246,7 +246,7 @@ fn git_dir_replaced_by_symlink_before_start(u: User) {
 }
 
 /// `.git/config` (can set core.hooksPath, core.fsmonitor).
-fn git_config_write(u: User) {
+pub(crate) fn git_config_write(u: User) {
     attack_case(
         u,
         "git_config_write",
@@ -286,7 +286,7 @@ fn git_files_changed(fx: &Fx) -> Vec<String> {
 }
 
 /// An existing hook, and a sample.
-fn git_hooks_existing_write(u: User) {
+pub(crate) fn git_hooks_existing_write(u: User) {
     attack_case(
         u,
         "git_hooks_existing_write",
@@ -307,7 +307,7 @@ fn git_hooks_existing_write(u: User) {
 }
 
 /// A hook that did not exist at start.
-fn git_hooks_new_file(u: User) {
+pub(crate) fn git_hooks_new_file(u: User) {
     attack_case(
         u,
         "git_hooks_new_file",
@@ -329,7 +329,7 @@ fn git_hooks_new_file(u: User) {
 }
 
 /// Pinfold's own policy file (the test policy is the project's `pinfold.toml`).
-fn pinfold_config_write(u: User) {
+pub(crate) fn pinfold_config_write(u: User) {
     attack_case(
         u,
         "pinfold_config_write",
@@ -354,7 +354,7 @@ fn pinfold_config_write(u: User) {
 }
 
 /// Under the embedded default preset, pinfold's config files that do not exist yet.
-fn pinfold_config_new_default_preset(u: User) {
+pub(crate) fn pinfold_config_new_default_preset(u: User) {
     let names = POLICY_NAMES;
     attack_case(
         u,
@@ -383,7 +383,7 @@ fn pinfold_config_new_default_preset(u: User) {
 /// from inside fails and the list of approved files stays as it was. The control: the same file
 /// written on the host and approved by its author is read; and once a person approves the
 /// planted one, it is read too.
-fn planted_policy_file_in_a_subdirectory(u: User) {
+pub(crate) fn planted_policy_file_in_a_subdirectory(u: User) {
     let mut fx = Fx::new(u, "planted_policy_file_in_a_subdirectory");
     fs::create_dir_all(fx.proj.join("sub")).unwrap();
     fx.own();
@@ -489,7 +489,7 @@ const POLICY_NAMES: [&str; 8] = [
 /// would be the nearest one for the commands that follow there (and a `pinfold.local.*` beside
 /// the root's policy would add to it). Whatever the preset says, no name discovery reads may be
 /// created, in the root or in the working directory.
-fn pinfold_config_new_under_working_dir(u: User) {
+pub(crate) fn pinfold_config_new_under_working_dir(u: User) {
     let setup = |fx: &mut Fx| {
         fx.use_default_preset();
         fs::create_dir_all(fx.proj.join("sub")).unwrap();
@@ -576,7 +576,7 @@ fn placeholders_outlive_a_concurrent_run(u: User) {
 /// The audit ledger and its signing key, kept inside the project (a writable root) on
 /// purpose: the command can neither read them nor change, truncate, delete or move them, and
 /// the chain verifies afterwards (with pinfold's own exec_start and exec_end in it).
-fn audit_ledger_out_of_reach(u: User) {
+pub(crate) fn audit_ledger_out_of_reach(u: User) {
     let setup = |fx: &mut Fx| {
         let state = fx.proj.join("audit");
         fx.env.insert("PINFOLD_STATE_DIR".into(), Fx::s(&state));
@@ -614,7 +614,7 @@ fn audit_ledger_out_of_reach(u: User) {
 /// Shell rc files, under the default preset, in the worst place: HOME is the project
 /// (the agent was started in `~`), so HOME is a writable root and only the deny list protects
 /// `~/.bashrc` (existing) and `~/.profile`, `~/.zshrc` (new).
-fn shell_rc_files_default_preset(u: User) {
+pub(crate) fn shell_rc_files_default_preset(u: User) {
     let setup = |fx: &mut Fx| {
         fx.use_default_preset();
         fx.cwd = fx.home.clone();
@@ -651,7 +651,7 @@ fn shell_rc_files_default_preset(u: User) {
 
 /// `.env` and `denied-dir` are in the deny list but do not exist at start. After the
 /// run they must not exist on the host (placeholders removed).
-fn deny_path_created_after_start(u: User) {
+pub(crate) fn deny_path_created_after_start(u: User) {
     attack_case(
         u,
         "deny_path_created_after_start",
@@ -684,7 +684,7 @@ fn deny_path_created_after_start(u: User) {
 }
 
 /// Deny globs: `keys/*.pem` matches `keys/server.pem`, which exists at start.
-fn deny_glob_write(u: User) {
+pub(crate) fn deny_glob_write(u: User) {
     attack_case(
         u,
         "deny_glob_write",
@@ -708,7 +708,7 @@ fn deny_glob_write(u: User) {
 }
 
 /// `mv .git .g` — refused, history intact.
-fn git_dir_rename(u: User) {
+pub(crate) fn git_dir_rename(u: User) {
     attack_case(
         u,
         "git_dir_rename",
@@ -738,7 +738,7 @@ fn git_dir_rename(u: User) {
 /// `rm -rf .git` — refused, history intact. Note: this demands more than read-only
 /// hooks/config: `.git/objects` is writable (for `git commit`), so `rm -rf` could delete the
 /// objects before failing on hooks. The spec says "history intact"; this test holds it to that.
-fn git_dir_delete(u: User) {
+pub(crate) fn git_dir_delete(u: User) {
     attack_case(
         u,
         "git_dir_delete",
@@ -779,7 +779,7 @@ fn make_planted_git_file(fx: &mut Fx) {
     fx.own();
 }
 
-fn planted_git_file_names_no_writable_root(u: User) {
+pub(crate) fn planted_git_file_names_no_writable_root(u: User) {
     attack_case(
         u,
         "planted_git_file_names_no_writable_root",
@@ -806,7 +806,7 @@ fn make_planted_commondir(fx: &mut Fx) {
     fx.own();
 }
 
-fn planted_commondir_names_no_writable_root(u: User) {
+pub(crate) fn planted_commondir_names_no_writable_root(u: User) {
     attack_case(
         u,
         "planted_commondir_names_no_writable_root",
@@ -816,7 +816,7 @@ fn planted_commondir_names_no_writable_root(u: User) {
     );
 }
 
-fn worktree_common_git_dir_protected(u: User) {
+pub(crate) fn worktree_common_git_dir_protected(u: User) {
     attack_case(
         u,
         "worktree_common_git_dir_protected",
@@ -875,7 +875,7 @@ fn reexec_helper_confines_too(u: User) {
 /// run), because a config written from inside could set `core.hooksPath` or `core.fsmonitor`
 /// and run code outside the sandbox later. Decision recorded in docs/design/threat-model.md;
 /// run `git init` outside pinfold. The host must be left without a `.git`.
-fn git_init_refused(u: User) {
+pub(crate) fn git_init_refused(u: User) {
     attack_case(
         u,
         "git_init_refused",

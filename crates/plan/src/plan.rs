@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use pinfold_policy::config::{Action, Audit, Credential, SandboxPreset};
 use pinfold_policy::{Judgement, Policy};
-use pinfold_sandbox::{Network, Policy as SandboxPolicy};
+use pinfold_sandbox::{BackendKind, Network, Policy as SandboxPolicy};
 use serde_json::Value;
 
 use crate::git_guard::GitGuard;
@@ -46,6 +46,8 @@ pub struct Context {
     pub hook_origin: Option<String>,
     /// `$JAVA_TOOL_OPTIONS`, which the egress proxy's settings are appended to.
     pub java_tool_options: Option<String>,
+    /// The backend asked for (`pinfold exec --backend`), over the preset's.
+    pub backend: Option<BackendKind>,
 }
 
 /// Everything one `pinfold exec` does, decided before it does any of it.
@@ -122,6 +124,8 @@ pub enum PlanError {
     UnknownPreset { name: String, known: Vec<String> },
     #[error("the policy names no sandbox preset for this command")]
     NoPreset,
+    #[error("the preset names the backend `{name}`, which this build of pinfold does not have")]
+    UnknownBackend { name: String },
 }
 
 impl PlanError {
@@ -130,6 +134,7 @@ impl PlanError {
         match self {
             PlanError::UnknownPreset { known, .. } => format!("the policy defines: {}", known.join(", ")),
             PlanError::NoPreset => "set `defaults.sandbox`, or pass --sandbox PRESET".to_string(),
+            PlanError::UnknownBackend { .. } => format!("use one of: {}", pinfold_policy::config::BACKENDS.join(", ")),
         }
     }
 }
@@ -166,8 +171,8 @@ pub struct Judged {
 pub fn judge(command: &[String], cx: &Context, policy: &Policy) -> Judged {
     let cwd = &cx.cwd;
     let (text, mut argv) = command_argv(command);
-    let extra: Vec<PathBuf> = cx.write.iter().map(|p| cwd.join(p)).collect();
-    let judgement = policy.judge_in_sandbox(&text, cwd, &extra, cx.sandbox.as_deref());
+    let extra = extra_writable(cx);
+    let judgement = policy.judge_in_sandbox_on(&text, cwd, &extra, cx.sandbox.as_deref(), cx.backend.map(BackendKind::name));
     if command.len() == 1
         && let Some(direct) = judgement.tree.as_ref().and_then(plain_argv)
     {
@@ -180,8 +185,8 @@ pub fn judge(command: &[String], cx: &Context, policy: &Policy) -> Judged {
 /// directory, toolchain caches that exist) and nothing else; starts and writes nothing.
 pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> Result<Plan, PlanError> {
     let cwd = &cx.cwd;
-    let Judged { text, argv, judgement } = judge(command, cx, policy);
-    let hook_approved = cx.hook_origin.is_some() && judgement.decision == Action::Ask;
+    let Judged { text, argv, mut judgement } = judge(command, cx, policy);
+    let mut hook_approved = cx.hook_origin.is_some() && judgement.decision == Action::Ask;
     let mut record = record::judgement(&judgement);
     record["command"] = text.as_str().into();
     record["cwd"] = cwd.display().to_string().into();
@@ -193,8 +198,33 @@ pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> R
     }
     let config = policy.config();
     let preset = preset(&judgement, cx.sandbox.as_deref(), config)?;
-    let (sp, guard, control, undo) = sandbox_policy(&preset, cx, config, dirs);
-    record["sandbox"] = serde_json::json!({"preset": preset.name, "network": sp.network, "writable": sp.writable, "undo": undo.is_some()});
+    let backend = backend(&preset, cx)?;
+    // A backend without undo: judged again as what it is, if the verdict could have counted
+    // on undo (a rule's `when`). Never laxer: without undo fewer rules hold.
+    if !backend.records_changes() && policy.undo_here() && cx.backend.is_none() {
+        let again = policy.judge_in_sandbox_on(&text, cwd, &extra_writable(cx), Some(&preset.name), Some(backend.name()));
+        if again.decision > judgement.decision {
+            judgement = again;
+            hook_approved = hook_approved && judgement.decision == Action::Ask;
+            let origin = record.get("hook_origin").cloned().filter(|_| hook_approved);
+            record = record::judgement(&judgement);
+            record["command"] = text.as_str().into();
+            record["cwd"] = cwd.display().to_string().into();
+            if let Some(o) = origin {
+                record["hook_origin"] = o;
+            }
+            if judgement.decision != Action::Allow && !hook_approved && !cx.dry_run {
+                return Ok(Plan { text, judgement, hook_approved, step: Step::Refuse { record } });
+            }
+        }
+    }
+    let (mut sp, guard, control, mut undo) = sandbox_policy(&preset, cx, config, dirs);
+    sp.backend = backend;
+    if !backend.records_changes() {
+        undo = None;
+        sp.watch.clear();
+    }
+    record["sandbox"] = serde_json::json!({"preset": preset.name, "backend": backend, "network": sp.network, "writable": sp.writable, "undo": undo.is_some()});
     if sp.network == Network::Proxy {
         record["sandbox"]["hosts"] = preset.network_hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>().into();
     }
@@ -207,6 +237,18 @@ pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> R
     let credentials = (sandbox.policy.network == Network::Proxy).then(|| config.credentials.clone());
     let run = Run { text: text.clone(), argv, record, sandbox, loaded: config.files.clone(), audit: config.audit.clone(), credentials };
     Ok(Plan { text, judgement, hook_approved, step: Step::Run(Box::new(run)) })
+}
+
+/// The backend: asked for, or the preset's.
+fn backend(preset: &SandboxPreset, cx: &Context) -> Result<BackendKind, PlanError> {
+    match cx.backend {
+        Some(b) => Ok(b),
+        None => preset.backend.parse().map_err(|_| PlanError::UnknownBackend { name: preset.backend.clone() }),
+    }
+}
+
+fn extra_writable(cx: &Context) -> Vec<PathBuf> {
+    cx.write.iter().map(|p| cx.cwd.join(p)).collect()
 }
 
 /// The preset: asked for, or the one the commands name (merged, strictest wins, when they

@@ -299,7 +299,7 @@ impl Policy {
     /// project is: for tests and corpora.
     pub fn judge_assuming_undo(&self, text: &str, cwd: &Path, undo: bool) -> Judgement {
         match pinfold_shell::parse(text) {
-            Ok(tree) => self.judge_tree_in(tree, cwd, &[], Ctx { undo: Some(undo), sandbox: None }),
+            Ok(tree) => self.judge_tree_in(tree, cwd, &[], Ctx { undo: Some(undo), sandbox: None, backend: None }),
             Err(_) => self.judge(text, cwd),
         }
     }
@@ -318,9 +318,23 @@ impl Policy {
     /// Judge as [`Policy::judge_with_writable`] for a command that runs in `sandbox` (a preset
     /// asked for on the command line, `a+b` for several), whatever the rules name.
     pub fn judge_in_sandbox(&self, text: &str, cwd: &Path, extra: &[std::path::PathBuf], sandbox: Option<&str>) -> Judgement {
+        self.judge_in_sandbox_on(text, cwd, extra, sandbox, None)
+    }
+
+    /// Judge as [`Policy::judge_in_sandbox`] for a command that runs on `backend` (by name,
+    /// `pinfold exec --backend`), whatever its preset says: undo exists only on a backend that
+    /// records changes (`process`).
+    pub fn judge_in_sandbox_on(
+        &self,
+        text: &str,
+        cwd: &Path,
+        extra: &[std::path::PathBuf],
+        sandbox: Option<&str>,
+        backend: Option<&str>,
+    ) -> Judgement {
         match pinfold_shell::parse(text) {
             Ok(tree) => {
-                let ctx = Ctx { undo: None, sandbox };
+                let ctx = Ctx { undo: None, sandbox, backend };
                 self.judge_tree_in(tree, cwd, extra, ctx)
             }
             Err(e) => {
@@ -433,6 +447,13 @@ impl Policy {
             Some(names) => names.split('+').any(|n| self.config.sandboxes.get(n).is_some_and(|p| p.network_allow)),
             None => true,
         };
+        // Undo keeps changes only on the process backend, whose filter sees them happen.
+        let records = match ctx.backend {
+            Some(b) => b == crate::config::BACKENDS[0],
+            None => runs_in.as_deref().is_none_or(|names| {
+                names.split('+').all(|n| self.config.sandboxes.get(n).is_none_or(|p| p.backend == crate::config::BACKENDS[0]))
+            }),
+        };
         let mut env_ok: Vec<&str> = Vec::new();
         // Options the matching allow rules name (required or permitted).
         let mut named: Vec<&str> = Vec::new();
@@ -476,7 +497,7 @@ impl Policy {
                         };
                         // Undo exists only for a command in a sandbox.
                         if let Some(w) = rule.spec.when
-                            && !w.holds(ctx.undo.unwrap_or_else(|| runs_in.is_some() && self.undo_here()), network)
+                            && !w.holds(ctx.undo.unwrap_or_else(|| runs_in.is_some() && records && self.undo_here()), network)
                         {
                             continue;
                         }
@@ -628,6 +649,7 @@ impl Policy {
             upstream_ca: Vec::new(),
             endpoints: Vec::new(),
             env_keep: Vec::new(),
+            backend: "process".into(),
             location: Location { file: String::new(), line: 0, col: 0 },
         }
     }
@@ -778,6 +800,8 @@ struct Ctx<'a> {
     undo: Option<bool>,
     /// The preset the command runs in, when the caller chose it (`pinfold exec --sandbox`).
     sandbox: Option<&'a str>,
+    /// The backend it runs on, when the caller chose it (`pinfold exec --backend`).
+    backend: Option<&'a str>,
 }
 
 /// A policy test whose command got another verdict than expected.

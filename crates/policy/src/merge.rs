@@ -78,6 +78,9 @@ pub fn merge_presets(presets: &[&SandboxPreset]) -> Option<SandboxPreset> {
         .collect();
     let env_keep: Vec<String> = first.env_keep.iter().filter(|e| rest.iter().all(|p| p.env_keep.contains(e))).cloned().collect();
     let names: Vec<&str> = presets.iter().map(|p| p.name.as_str()).collect();
+    // The most isolated backend any of them names.
+    let rank = |b: &str| crate::config::BACKENDS.iter().position(|k| *k == b).unwrap_or(usize::MAX);
+    let backend = presets.iter().map(|p| p.backend.as_str()).max_by_key(|b| rank(b)).unwrap_or("process").to_string();
     Some(SandboxPreset {
         name: names.join("+"),
         write_allow,
@@ -88,6 +91,7 @@ pub fn merge_presets(presets: &[&SandboxPreset]) -> Option<SandboxPreset> {
         upstream_ca,
         endpoints,
         env_keep,
+        backend,
         location: Location { file: "merged".into(), line: 0, col: 0 },
     })
 }
@@ -108,6 +112,7 @@ mod tests {
             upstream_ca: vec![],
             endpoints: vec![],
             env_keep: vec![],
+            backend: "process".into(),
             location: Location { file: "t".into(), line: 1, col: 1 },
         }
     }

@@ -129,6 +129,7 @@ pub fn helper_main(args: &[String]) -> ! {
     let code = match args.first().map(String::as_str) {
         Some("probe") => crate::probe::probe_child(),
         Some("run") => run(args),
+        Some("gvisor") => crate::gvisor::helper(args),
         _ => {
             eprintln!("pinfold: internal helper called with unknown arguments");
             2

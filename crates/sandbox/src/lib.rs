@@ -40,8 +40,10 @@
 //! gets an empty placeholder for the run. The network is off, on, or only through a proxy the
 //! caller runs ([`Network::Proxy`]); host allowlists are the proxy's business. See `docs/design/threat-model.md`.
 
+mod backend;
 mod child;
 mod env;
+mod gvisor;
 mod landlock_layer;
 mod mounts;
 mod parent;
@@ -57,7 +59,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use backend::{statuses as backend_statuses, Backend, BackendKind, BackendStatus, UnknownBackend};
 pub use child::helper_main;
+pub use gvisor::RUNSC_ENV;
 pub use env::{is_secret_name, SECRET_PATTERNS};
 pub use landlock_layer::{Enforcement, LandlockReport};
 /// A sandbox started before its policy is known: [`Prestart::begin`] clones init into new
@@ -129,6 +133,10 @@ pub struct Policy {
     /// is watched, and the command runs without the watch filter.
     #[serde(default)]
     pub watch: Vec<PathBuf>,
+    /// Where the command runs: this crate's process sandbox, or gVisor (see [`BackendKind`]).
+    /// Every backend enforces the whole policy or refuses.
+    #[serde(default)]
+    pub backend: BackendKind,
 }
 
 /// What the caller does while a run goes on (see [`Policy::run_with`]).
@@ -160,19 +168,20 @@ impl Policy {
             private_tmp: true,
             proxy_port: DEFAULT_PROXY_PORT,
             watch: Vec::new(),
+            backend: BackendKind::Process,
         }
     }
 
     /// Run `argv` confined and wait for it. `Err` means the sandbox could not be set up as
     /// asked (nothing ran, or the command was stopped before exec).
     pub fn run(&self, argv: &[String]) -> Result<Outcome, SandboxError> {
-        parent::run(self, argv, None, Hooks { release: &mut || Ok(()), listener: &mut |_| {}, observer: None })
+        self.backend.backend().run(self, argv, None, Hooks { release: &mut || Ok(()), listener: &mut |_| {}, observer: None })
     }
 
     /// [`Policy::run`] in a sandbox started ahead with [`Prestart::begin`] (or, given `None`
     /// or a prestart that does not fit, one started now).
     pub fn run_prestarted(&self, argv: &[String], pre: Option<Prestart>) -> Result<Outcome, SandboxError> {
-        parent::run(self, argv, pre, Hooks { release: &mut || Ok(()), listener: &mut |_| {}, observer: None })
+        self.backend.backend().run(self, argv, pre, Hooks { release: &mut || Ok(()), listener: &mut |_| {}, observer: None })
     }
 
     /// [`Policy::run_prestarted`], with `release` called once the sandbox has its spec: the
@@ -187,7 +196,7 @@ impl Policy {
         pre: Option<Prestart>,
         release: &mut dyn FnMut() -> Result<(), Refusal>,
     ) -> Result<Outcome, SandboxError> {
-        parent::run(self, argv, pre, Hooks { release, listener: &mut |_| {}, observer: None })
+        self.backend.backend().run(self, argv, pre, Hooks { release, listener: &mut |_| {}, observer: None })
     }
 
     /// [`Policy::run_released`] for [`Network::Proxy`]: `listener` is called once, before the
@@ -202,14 +211,14 @@ impl Policy {
         release: &mut dyn FnMut() -> Result<(), Refusal>,
         listener: &mut dyn FnMut(std::net::TcpListener),
     ) -> Result<Outcome, SandboxError> {
-        parent::run(self, argv, pre, Hooks { release, listener, observer: None })
+        self.backend.backend().run(self, argv, pre, Hooks { release, listener, observer: None })
     }
 
     /// Every caller's work in one: [`Policy::run_proxied`] with the observer of
     /// [`Policy::watch`]. The observer runs on the calling thread; the command's watched call
     /// waits meanwhile.
     pub fn run_with(&self, argv: &[String], pre: Option<Prestart>, hooks: Hooks<'_>) -> Result<Outcome, SandboxError> {
-        parent::run(self, argv, pre, hooks)
+        self.backend.backend().run(self, argv, pre, hooks)
     }
 
     /// Resolve what the sandbox would enforce, without running anything: the roots that
@@ -268,6 +277,12 @@ pub enum LayerStatus {
 /// What was enforced for one run.
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct SandboxReport {
+    /// The backend that ran the command.
+    #[serde(default)]
+    pub backend: BackendKind,
+    /// The kernel the command's calls went to, when it is not the host's (`gVisor (runsc)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
     /// Writable roots granted (they existed and were bound writable).
     pub writable: Vec<PathBuf>,
     /// Writable roots asked for that did not exist: nothing was granted for them.
@@ -395,7 +410,7 @@ impl std::fmt::Display for Step {
 }
 
 /// What to do when making user namespaces fails, on either side of the sandbox.
-const USERNS_HINT: &str = "user namespaces may be disabled: check kernel.unprivileged_userns_clone, \
+pub(crate) const USERNS_HINT: &str = "user namespaces may be disabled: check kernel.unprivileged_userns_clone, \
      kernel.apparmor_restrict_unprivileged_userns and user.max_user_namespaces; `pinfold doctor` tells";
 
 impl SandboxError {

@@ -11,17 +11,17 @@ use crate::mounts::Spec;
 use crate::{env, probe, sys, LayerStatus, Network, Outcome, Plan, Policy, SandboxError, SandboxReport, Step};
 
 /// Paths resolved against the file system at start.
-struct Resolved {
-    writable: Vec<PathBuf>,
-    missing_writable: Vec<PathBuf>,
-    write_deny: Vec<PathBuf>,
+pub(crate) struct Resolved {
+    pub(crate) writable: Vec<PathBuf>,
+    pub(crate) missing_writable: Vec<PathBuf>,
+    pub(crate) write_deny: Vec<PathBuf>,
     /// Deny paths that do not exist: (the path asked for, the placeholder to create — the
     /// path itself, or its first missing ancestor — and whether that is a directory).
-    placeholders: Vec<(PathBuf, PathBuf, bool)>,
-    read_deny: Vec<(PathBuf, bool)>,
+    pub(crate) placeholders: Vec<(PathBuf, PathBuf, bool)>,
+    pub(crate) read_deny: Vec<(PathBuf, bool)>,
     /// Directories holding protected paths: bound over themselves (still writable) so they
     /// cannot be renamed or removed (`mv .git .g`, `rm -rf .git`).
-    pins: Vec<PathBuf>,
+    pub(crate) pins: Vec<PathBuf>,
 }
 
 fn has_glob(p: &Path) -> bool {
@@ -325,7 +325,7 @@ struct Held {
 /// run ending would remove a placeholder another run still relied on, and on unlink the kernel
 /// detaches the mount on it in the other run's namespace: that run could then create the
 /// protected path.
-struct Placeholders(Vec<Held>);
+pub(crate) struct Placeholders(Vec<Held>);
 
 impl Placeholders {
     /// Create (or find) the empty placeholder at `path` and hold it. A placeholder found
@@ -409,29 +409,28 @@ fn empty_file_or_dir(p: &Path) -> Option<bool> {
     }
 }
 
-pub(crate) fn run(
-    policy: &Policy,
-    argv: &[String],
-    pre: Option<Prestart>,
-    hooks: crate::Hooks<'_>,
-) -> Result<Outcome, SandboxError> {
-    if argv.is_empty() {
-        return Err(SandboxError::NoCommand);
-    }
-    let abi = sys::landlock_abi();
-    if abi < 1 && !policy.allow_degraded {
-        return Err(SandboxError::Unsupported {
-            layer: "Landlock",
-            why: "the kernel reports no Landlock ABI".into(),
-            hint: "use Linux 5.13 or newer with Landlock enabled (lsm=…,landlock), or pass --allow-degraded to run without it".into(),
-        });
-    }
+/// What every backend starts from: the policy resolved against the file system, its
+/// placeholders made and held, the environment scrubbed, and the report of what is granted.
+pub(crate) struct Prepared {
+    pub(crate) resolved: Resolved,
+    /// Held until the run ends (dropped then: the last run out removes a placeholder).
+    pub(crate) held: Placeholders,
+    pub(crate) cwd: PathBuf,
+    pub(crate) run_dir: PathBuf,
+    pub(crate) tmpdir: PathBuf,
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    pub(crate) report: SandboxReport,
+}
+
+/// Resolve `policy`, make and hold its placeholders, scrub the environment: the part of a
+/// run that does not depend on the backend.
+pub(crate) fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
     let cwd = sys::canonicalize(&policy.cwd).map_err(setup_err(Step::WorkingDir(policy.cwd.clone())))?;
     let mut r = resolve(policy)?;
     let (uid, gid) = sys::ids();
     let run_dir = run_base(uid)?;
-    // A prestarted sandbox is used only if it was started for this very run directory.
-    let pre = pre.filter(|p| p.run_dir == run_dir);
     let tmpdir = run_dir.join("tmp");
     // Placeholders, so that deny paths that do not exist cannot be created; and a shared lock
     // on every empty protected path that exists (it may be another run's placeholder, which
@@ -469,6 +468,45 @@ pub(crate) fn run(
     env_removed.extend(forced.drain(..).map(|(k, _)| k).filter(|k| !set_env.iter().any(|(s, _)| s == k)));
     env_removed.sort();
     env_removed.dedup();
+    let mut report = SandboxReport {
+        backend: policy.backend,
+        writable: r.writable.clone(),
+        missing_writable: r.missing_writable.clone(),
+        write_deny: r.write_deny.clone(),
+        placeholders: held.created(),
+        read_deny: r.read_deny.iter().map(|(p, _)| p.clone()).collect(),
+        network: Some(policy.network),
+        proxy: (policy.network == Network::Proxy).then(|| format!("127.0.0.1:{}", policy.proxy_port)),
+        tmpdir: policy.private_tmp.then(|| tmpdir.clone()),
+        env_removed,
+        ..SandboxReport::default()
+    };
+    if policy.private_tmp {
+        report.writable.push(tmpdir.clone());
+    }
+    Ok(Prepared { resolved: r, held, cwd, run_dir, tmpdir, env, uid, gid, report })
+}
+
+pub(crate) fn run(
+    policy: &Policy,
+    argv: &[String],
+    pre: Option<Prestart>,
+    hooks: crate::Hooks<'_>,
+) -> Result<Outcome, SandboxError> {
+    if argv.is_empty() {
+        return Err(SandboxError::NoCommand);
+    }
+    let abi = sys::landlock_abi();
+    if abi < 1 && !policy.allow_degraded {
+        return Err(SandboxError::Unsupported {
+            layer: "Landlock",
+            why: "the kernel reports no Landlock ABI".into(),
+            hint: "use Linux 5.13 or newer with Landlock enabled (lsm=…,landlock), or pass --allow-degraded to run without it".into(),
+        });
+    }
+    let Prepared { resolved: r, held, cwd, run_dir, env, uid, gid, mut report, .. } = prepare(policy)?;
+    // A prestarted sandbox is used only if it was started for this very run directory.
+    let pre = pre.filter(|p| p.run_dir == run_dir);
     let spec = Spec {
         writable: r.writable.clone(),
         pins: r.pins.clone(),
@@ -489,23 +527,8 @@ pub(crate) fn run(
         ignored_signals: sys::caller_ignored(crate::child::reset_before_exec()),
         watch: !policy.watch.is_empty() && hooks.observer.is_some(),
     };
-    let mut report = SandboxReport {
-        writable: r.writable.clone(),
-        missing_writable: r.missing_writable.clone(),
-        write_deny: r.write_deny.clone(),
-        placeholders: held.created(),
-        read_deny: r.read_deny.iter().map(|(p, _)| p.clone()).collect(),
-        network: Some(policy.network),
-        proxy: (policy.network == Network::Proxy).then(|| format!("127.0.0.1:{}", policy.proxy_port)),
-        tmpdir: policy.private_tmp.then(|| tmpdir.clone()),
-        env_removed,
-        ..SandboxReport::default()
-    };
     if abi < 1 {
         report.degraded.push("Landlock: the kernel has none; writes are limited by the mount layer only".into());
-    }
-    if policy.private_tmp {
-        report.writable.push(tmpdir.clone());
     }
     let watch: Vec<PathBuf> = policy.watch.iter().map(|w| sys::canonicalize(w).unwrap_or_else(|_| w.clone())).collect();
     let protected: Vec<PathBuf> = r
@@ -519,7 +542,7 @@ pub(crate) fn run(
     Ok(Outcome { code, report, reaper: std::sync::Arc::new(reaper) })
 }
 
-fn setup_err(step: Step) -> impl FnOnce(std::io::Error) -> SandboxError {
+pub(crate) fn setup_err(step: Step) -> impl FnOnce(std::io::Error) -> SandboxError {
     move |source| SandboxError::Setup { step, source }
 }
 

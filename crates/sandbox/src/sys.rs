@@ -716,3 +716,39 @@ pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
     // SAFETY: as above.
     check(unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) }).map(drop)
 }
+
+/// The soft and hard limits of `resource` (`RLIM_INFINITY` as `u64::MAX`).
+pub fn getrlimit(resource: libc::__rlimit_resource_t) -> (u64, u64) {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `r` is valid for writes for the duration of the call.
+    if unsafe { libc::getrlimit(resource, &mut r) } != 0 {
+        return (1024, 1024);
+    }
+    (r.rlim_cur, r.rlim_max)
+}
+
+/// This machine's host name, as `gethostname(2)` gives it.
+pub fn hostname() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` has room for `buf.len()` bytes, the length passed.
+    if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } != 0 {
+        return None;
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    std::str::from_utf8(&buf[..end]).ok().map(str::to_string).filter(|s| !s.is_empty())
+}
+
+/// Have the process `cmd` starts get SIGKILL when the thread that starts it ends.
+pub fn die_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure makes one system call with integer arguments (async-signal-safe);
+    // it allocates nothing and takes no lock between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

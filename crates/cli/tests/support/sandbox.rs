@@ -85,6 +85,20 @@ pub struct Fx {
     pub cleanup: Mutex<Vec<PathBuf>>,
     /// Processes the case spawned on the host (killed on drop).
     pub pids: Mutex<Vec<Child>>,
+    /// `pinfold exec --backend B` for every run of this fixture (see [`on_backend`]).
+    pub backend: Option<&'static str>,
+}
+
+thread_local! {
+    static BACKEND: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
+}
+
+/// Run `case` with every fixture it makes running its commands on `backend` (`pinfold exec
+/// --backend BACKEND`): the same attack, the same host check, another backend.
+pub fn on_backend(backend: &'static str, case: impl FnOnce()) {
+    BACKEND.with(|b| b.set(Some(backend)));
+    case();
+    BACKEND.with(|b| b.set(None));
 }
 
 impl Drop for Fx {
@@ -159,6 +173,7 @@ impl Fx {
             token,
             cleanup: Mutex::new(Vec::new()),
             pids: Mutex::new(Vec::new()),
+            backend: BACKEND.with(std::cell::Cell::get),
         };
         // HOME: credentials and a shell rc file.
         fx.put(
@@ -314,6 +329,9 @@ impl Fx {
     /// `pinfold exec [-c CONFIG] OPTS… -- ARGV…` as the case's user.
     pub fn exec_argv(&self, opts: &[&str], argv: &[String]) -> Vec<String> {
         let mut v = vec![pinfold_bin(), "exec".into()];
+        if let Some(b) = self.backend {
+            v.push(format!("--backend={b}"));
+        }
         if let Some(c) = &self.config {
             v.push("-c".into());
             v.push(Self::s(c));

@@ -19,7 +19,7 @@ pub(crate) const RULE_KEYS: &[&str] = &[
     "allow", "ask", "deny", "message", "fix", "sandbox", "env", "tests", "when",
 ];
 pub(crate) const RULE_TESTS_KEYS: &[&str] = &["allow", "ask", "deny"];
-pub(crate) const PRESET_KEYS: &[&str] = &["fs", "network", "env"];
+pub(crate) const PRESET_KEYS: &[&str] = &["backend", "fs", "network", "env"];
 pub(crate) const FS_KEYS: &[&str] = &["write", "read"];
 pub(crate) const FS_WRITE_KEYS: &[&str] = &["allow", "deny"];
 pub(crate) const FS_READ_KEYS: &[&str] = &["deny"];
@@ -102,6 +102,8 @@ pub(crate) struct PresetDef {
     pub upstream_ca: Vec<Item>,
     pub endpoints: Vec<EndpointDef>,
     pub env_keep: Vec<String>,
+    /// `backend`: one of [`crate::config::BACKENDS`].
+    pub backend: Option<String>,
     pub location: Location,
 }
 
@@ -764,6 +766,7 @@ impl Decoder<'_> {
             upstream_ca: Vec::new(),
             endpoints: Vec::new(),
             env_keep: Vec::new(),
+            backend: None,
             location: self.loc(preset.key_pos),
         };
         for e in self.table(&preset.value, path)? {
@@ -829,6 +832,18 @@ impl Decoder<'_> {
                             _ => return Err(self.unknown(n, &p, NETWORK_KEYS)),
                         }
                     }
+                }
+                "backend" => {
+                    let name = self.string(&e.value, &p)?;
+                    if !crate::config::BACKENDS.contains(&name) {
+                        return Err(self.invalid(
+                            e.value.pos,
+                            &p,
+                            format!("unknown backend `{name}`"),
+                            Some(format!("use one of: {}", crate::config::BACKENDS.join(", "))),
+                        ));
+                    }
+                    def.backend = Some(name.to_string());
                 }
                 "env" => {
                     for n in self.table(&e.value, &p)? {

@@ -7,7 +7,7 @@ use super::decode::{CredentialDef, CredentialSourceDef, Item, Layer, PathSetDef,
 use super::error::{ConfigError, Location, did_you_mean};
 use super::node::SyntaxError;
 use super::{
-    Action, Audit, Config, Credential, CredentialSource, Defaults, Endpoint, EMBEDDED_PRESETS, Format, LoadOptions, RuleSpec, SandboxPreset,
+    Action, Audit, BACKENDS, Config, Credential, CredentialSource, Defaults, Endpoint, EMBEDDED_PRESETS, Format, LoadOptions, RuleSpec, SandboxPreset,
     TestCase, embedded_preset,
 };
 
@@ -533,6 +533,7 @@ impl<'o> Loader<'o> {
                     })
                     .collect(),
                 env_keep: def.env_keep.clone(),
+                backend: def.backend.clone().unwrap_or_else(|| BACKENDS[0].to_string()),
                 location: def.location.clone(),
             };
             sandboxes.insert(name.clone(), preset);

@@ -219,6 +219,10 @@ impl When {
 }
 
 /// A named sandbox profile, with paths resolved and `<path:NAME>` expanded.
+/// The backends a preset's `backend` may name, from the least isolated to the most: merging
+/// presets that name different ones takes the later (strictest wins).
+pub const BACKENDS: &[&str] = &["process", "gvisor"];
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SandboxPreset {
     pub name: String,
@@ -236,6 +240,9 @@ pub struct SandboxPreset {
     /// `[[network.endpoint]]`: hosts the proxy injects a credential for.
     pub endpoints: Vec<Endpoint>,
     pub env_keep: Vec<String>,
+    /// `backend`: where the preset's commands run, by name (one of [`BACKENDS`]; the sandbox
+    /// crate has the implementations).
+    pub backend: String,
     /// Where the preset is defined (its name).
     pub location: Location,
 }

@@ -1,0 +1,543 @@
+//! The gVisor backend: the policy written as an OCI bundle and run by `runsc`, so the command's
+//! system calls go to gVisor's user-space kernel (the Sentry) and its file access through
+//! gVisor's file proxy, never straight to the host kernel.
+//!
+//! The bundle mirrors the process sandbox's mount tree: the host's root read-only; each
+//! writable root bound writable; the directories holding protected paths bound over
+//! themselves (so they cannot be renamed away); each write-deny path (and each placeholder)
+//! bound read-only; each read-deny path covered by an empty read-only tmpfs or by an empty
+//! file; a private tmpfs for TMPDIR. The process has no capabilities, `no_new_privs`, the
+//! scrubbed environment and the caller's `RLIMIT_NOFILE`.
+//!
+//! `runsc` is started through pinfold's own helper (`__sandbox-helper gvisor`), which dies
+//! with its parent's death signal set and makes a new network namespace (and, for a user
+//! who is not root, a user namespace mapping that user to root, where runsc runs as it would
+//! with `--rootless`). Network off: gVisor's own network stack with nothing but loopback
+//! (`--network=none`). Network through the proxy: the helper listens at
+//! `127.0.0.1:PORT` in its new namespace, hands the listener to the caller, and runsc uses
+//! that namespace as the host network (`--network=host`), where nothing else is reachable.
+
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::backend::{find_program, Backend, BackendKind, BackendStatus};
+use crate::child::FORWARDED;
+use crate::parent::{prepare, setup_err, Prepared};
+use crate::{sys, Hooks, LayerStatus, Network, Outcome, Policy, Prestart, SandboxError, Step};
+
+/// Where pinfold finds `runsc` when it is not on `PATH` (an absolute path).
+pub const RUNSC_ENV: &str = "PINFOLD_RUNSC";
+
+const INSTALL_HINT: &str = "install gVisor's runsc (Debian: `apt install runsc`), or set PINFOLD_RUNSC to its absolute path";
+
+#[derive(Debug)]
+pub(crate) struct Gvisor;
+
+/// The `runsc` to run: `$PINFOLD_RUNSC`, else the first on `PATH` or in the system
+/// directories.
+fn runsc() -> Result<PathBuf, SandboxError> {
+    if let Some(p) = std::env::var_os(RUNSC_ENV).filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        return if p.is_absolute() && p.is_file() {
+            Ok(p)
+        } else {
+            Err(SandboxError::Unsupported {
+                layer: "gVisor",
+                why: format!("{RUNSC_ENV}={} is not an absolute path to a file", p.display()),
+                hint: INSTALL_HINT.into(),
+            })
+        };
+    }
+    find_program("runsc", std::env::var_os("PATH").as_deref()).ok_or_else(|| SandboxError::Unsupported {
+        layer: "gVisor",
+        why: "runsc is not installed (not on PATH nor in the system directories)".into(),
+        hint: INSTALL_HINT.into(),
+    })
+}
+
+fn version(runsc: &Path) -> Option<String> {
+    let out = std::process::Command::new(runsc).arg("--version").stdin(std::process::Stdio::null()).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().next().map(|l| l.trim().to_string()).filter(|l| !l.is_empty())
+}
+
+impl Backend for Gvisor {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Gvisor
+    }
+
+    fn status(&self) -> BackendStatus {
+        let runsc = match runsc() {
+            Ok(p) => p,
+            Err(e) => {
+                let fix = e.hint().map(str::to_string);
+                return BackendStatus { name: "gvisor", available: false, detail: e.to_string(), fix, program: None };
+            }
+        };
+        let Some(v) = version(&runsc) else {
+            return BackendStatus {
+                name: "gvisor",
+                available: false,
+                detail: format!("{} does not answer --version", runsc.display()),
+                fix: Some(INSTALL_HINT.into()),
+                program: Some(runsc),
+            };
+        };
+        let (uid, _) = sys::ids();
+        if uid != 0 {
+            let a = crate::probe();
+            if !a.user_namespaces {
+                return BackendStatus {
+                    name: "gvisor",
+                    available: false,
+                    detail: format!("{v}; rootless needs a user namespace: {}", a.user_namespaces_why.unwrap_or_else(|| "creating one failed".into())),
+                    fix: Some(crate::USERNS_HINT.into()),
+                    program: Some(runsc),
+                };
+            }
+        }
+        let mode = if uid == 0 { "as root" } else { "rootless, in a user namespace of pinfold's" };
+        BackendStatus { name: "gvisor", available: true, detail: format!("{v}, {mode}"), fix: None, program: Some(runsc) }
+    }
+
+    fn run(&self, policy: &Policy, argv: &[String], pre: Option<Prestart>, hooks: Hooks<'_>) -> Result<Outcome, SandboxError> {
+        drop(pre);
+        if argv.is_empty() {
+            return Err(SandboxError::NoCommand);
+        }
+        if !policy.watch.is_empty() && hooks.observer.is_some() {
+            return Err(SandboxError::Unsupported {
+                layer: "change recording (undo)",
+                why: "under gVisor the command's calls go to gVisor's kernel, where pinfold cannot see a change before it happens".into(),
+                hint: "run with the process backend, or turn undo off ([undo] enabled = false)".into(),
+            });
+        }
+        let runsc = runsc()?;
+        let (uid, _) = sys::ids();
+        let rootless = uid != 0;
+        if rootless && !crate::probe().user_namespaces {
+            return Err(SandboxError::Unsupported {
+                layer: "gVisor (rootless)",
+                why: "runsc runs rootless in a user namespace, and this user cannot make one".into(),
+                hint: crate::USERNS_HINT.into(),
+            });
+        }
+        let prepared = prepare(policy)?;
+        let Some(program) = resolve_program(&argv[0], &prepared.env, &prepared.cwd) else {
+            eprintln!("pinfold: {}: command not found", argv[0]);
+            let mut report = prepared.report;
+            fill_report(&mut report, rootless);
+            return Ok(Outcome { code: 127, report, reaper: Default::default() });
+        };
+        let bundle = Bundle::create(&prepared.run_dir)?;
+        let config = config(policy, &prepared, &program, argv, &bundle.path);
+        std::fs::write(bundle.path.join("config.json"), serde_json::to_vec_pretty(&config).map_err(SandboxError::EncodeSpec)?)
+            .map_err(setup_err(Step::RunDir(bundle.path.clone())))?;
+        let result = launch(&runsc, policy, &bundle, rootless, hooks);
+        let Prepared { held, mut report, .. } = prepared;
+        let code = result?;
+        drop(held);
+        fill_report(&mut report, rootless);
+        Ok(Outcome { code, report, reaper: Default::default() })
+    }
+}
+
+/// What a gVisor run enforced, in the report's terms.
+fn fill_report(report: &mut crate::SandboxReport, rootless: bool) {
+    report.backend = BackendKind::Gvisor;
+    // The mount tree and the namespaces are gVisor's, and complete.
+    report.namespaces = Some(LayerStatus::Enforced);
+    report.hygiene = Some(LayerStatus::Enforced);
+    report.kernel = Some(if rootless { "gVisor (runsc, rootless)".into() } else { "gVisor (runsc)".into() });
+}
+
+/// The program `name` names, found as the process backend finds it (a name with a slash as
+/// it is, else along the command's `PATH`): runsc wants a path, and a missing command is 127
+/// here as there.
+fn resolve_program(name: &str, env: &[(String, String)], cwd: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if name.contains('/') {
+        return Some(cwd.join(name));
+    }
+    if name.is_empty() {
+        return None;
+    }
+    let path = env.iter().find(|(k, _)| k == "PATH").map_or("/usr/local/bin:/usr/bin:/bin", |(_, v)| v.as_str());
+    path.split(':').find_map(|d| {
+        let dir = if d.is_empty() { cwd.to_path_buf() } else { cwd.join(d) };
+        let p = dir.join(name);
+        let m = std::fs::metadata(&p).ok()?;
+        (m.is_file() && m.permissions().mode() & 0o111 != 0).then_some(p)
+    })
+}
+
+/// A run's bundle directory (`config.json`, runsc's state and log), under the run base's
+/// `gvisor/`, removed when dropped. Those left by a killed run are removed by the next.
+struct Bundle {
+    path: PathBuf,
+    id: String,
+}
+
+impl Bundle {
+    fn create(run_dir: &Path) -> Result<Bundle, SandboxError> {
+        let base = run_dir.join("gvisor");
+        match std::fs::DirBuilder::new().mode(0o700).create(&base) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(setup_err(Step::RunDir(base))(e)),
+            _ => {}
+        }
+        sweep(&base);
+        let pid = std::process::id();
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        static COUNT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("pinfold-{pid}-{n}-{nanos:x}");
+        let path = base.join(&id);
+        std::fs::DirBuilder::new().mode(0o700).create(&path).map_err(setup_err(Step::RunDir(path.clone())))?;
+        std::fs::DirBuilder::new().mode(0o700).create(path.join("state")).map_err(setup_err(Step::RunDir(path.clone())))?;
+        Ok(Bundle { path, id })
+    }
+}
+
+impl Drop for Bundle {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Remove the bundles of runs whose pinfold is gone (killed before it could clean up).
+fn sweep(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("pinfold-")).and_then(|r| r.split('-').next()).and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // Signal 0: is the run's pinfold still there? (A reused pid keeps a stale bundle a
+        // little longer; it is never in anyone's way.)
+        if pid > 0 && sys::kill(pid, 0).is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH)) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+fn bind(dest: &Path, src: &Path, writable: bool) -> Value {
+    json!({"destination": dest, "type": "bind", "source": src, "options": ["rbind", if writable { "rw" } else { "ro" }, "nosuid", "nodev"]})
+}
+
+/// The OCI runtime configuration of one run.
+fn config(policy: &Policy, p: &Prepared, program: &Path, argv: &[String], bundle: &Path) -> Value {
+    let r = &p.resolved;
+    let mut mounts = Vec::new();
+    let mut writable = r.writable.clone();
+    writable.sort_by_key(|w| w.components().count());
+    for w in &writable {
+        mounts.push(bind(w, w, true));
+    }
+    let mut pins = r.pins.clone();
+    pins.sort_by_key(|w| w.components().count());
+    for d in &pins {
+        mounts.push(bind(d, d, true));
+    }
+    for d in &r.write_deny {
+        mounts.push(bind(d, d, false));
+    }
+    for (d, is_dir) in &r.read_deny {
+        // Sockets, FIFOs and devices need no cover: runsc is started with `--host-uds=none`
+        // and `--host-fifo=none`, so gVisor opens no host socket or FIFO, and its /dev is
+        // its own.
+        let Ok(meta) = std::fs::metadata(d) else { continue };
+        if !meta.is_dir() && !meta.is_file() {
+            continue;
+        }
+        if *is_dir {
+            mounts.push(json!({"destination": d, "type": "tmpfs", "source": "tmpfs", "options": ["ro", "nosuid", "nodev", "noexec", "size=4k", "mode=0500"]}));
+        } else {
+            mounts.push(bind(d, &p.run_dir.join("empty"), false));
+        }
+    }
+    if policy.private_tmp {
+        mounts.push(json!({"destination": p.tmpdir, "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=0700"]}));
+    }
+    // Every run's bundle and runsc state: nothing for the command to read.
+    mounts.push(json!({"destination": p.run_dir.join("gvisor"), "type": "tmpfs", "source": "tmpfs", "options": ["ro", "nosuid", "nodev", "noexec", "size=4k", "mode=0500"]}));
+    // gVisor's own /proc, /dev and /sys, last, so no bind above covers them.
+    mounts.push(json!({"destination": "/proc", "type": "proc", "source": "proc"}));
+    mounts.push(json!({"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "mode=755"]}));
+    mounts.push(json!({"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]}));
+    let mut namespaces = vec![json!({"type": "pid"}), json!({"type": "ipc"}), json!({"type": "uts"}), json!({"type": "mount"})];
+    if policy.network != Network::Proxy {
+        namespaces.push(json!({"type": "network"}));
+    }
+    let (soft, hard) = sys::getrlimit(libc::RLIMIT_NOFILE);
+    let mut args = argv.to_vec();
+    args[0] = program.display().to_string();
+    let hostname = sys::hostname().unwrap_or_else(|| "pinfold".into());
+    let _ = bundle;
+    json!({
+        "ociVersion": "1.0.2",
+        "process": {
+            "terminal": false,
+            "user": {"uid": 0, "gid": 0},
+            "args": args,
+            "env": p.env.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
+            "cwd": p.cwd,
+            "capabilities": {"bounding": [], "effective": [], "inheritable": [], "permitted": [], "ambient": []},
+            "rlimits": [{"type": "RLIMIT_NOFILE", "soft": soft, "hard": hard}],
+            "noNewPrivileges": true,
+        },
+        "root": {"path": "/", "readonly": true},
+        "hostname": hostname,
+        "mounts": mounts,
+        "linux": {"namespaces": namespaces},
+    })
+}
+
+/// Start runsc (through the helper), hand the proxy listener on, pass signals, wait; the
+/// command's exit status, or why runsc could not run it.
+fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, rootless: bool, hooks: Hooks<'_>) -> Result<i32, SandboxError> {
+    let Hooks { release, listener, .. } = hooks;
+    let proxy = policy.network == Network::Proxy;
+    let log = bundle.path.join("runsc.log");
+    let mut runsc_args: Vec<String> = vec![
+        runsc.display().to_string(),
+        "--root".into(),
+        bundle.path.join("state").display().to_string(),
+        "--log".into(),
+        log.display().to_string(),
+        "--log-format".into(),
+        "json".into(),
+        format!("--network={}", if proxy { "host" } else { "none" }),
+        // No host socket or FIFO is ever opened from inside (the read-deny list does not
+        // cover them: see `config`).
+        "--host-uds=none".into(),
+        "--host-fifo=none".into(),
+    ];
+    if rootless {
+        // runsc as root of pinfold's user namespace, which maps this user only: without
+        // `--rootless` it would make namespaces the user cannot; cgroups belong to root.
+        runsc_args.push("--rootless".into());
+        runsc_args.push("--ignore-cgroups".into());
+    }
+    runsc_args.extend(["run".into(), "--bundle".into(), bundle.path.display().to_string(), bundle.id.clone()]);
+    // Nothing of the command starts before the caller lets it.
+    release().map_err(SandboxError::NotReleased)?;
+    let (ours, theirs) = sys::socketpair().map_err(setup_err(Step::ReportChannel))?;
+    sys::clear_cloexec(theirs.as_raw_fd()).map_err(setup_err(Step::PassReportPipe))?;
+    let (uid, gid) = sys::ids();
+    let exe = std::env::current_exe().map_err(setup_err(Step::FindExecutable))?;
+    let sigfd = sys::signalfd_for(FORWARDED).map_err(setup_err(Step::Signalfd))?;
+    let spawned = std::process::Command::new(exe)
+        .arg(crate::HELPER_ARG)
+        .arg("gvisor")
+        .arg(theirs.as_raw_fd().to_string())
+        .arg(std::process::id().to_string())
+        .arg(if rootless { format!("{uid}:{gid}") } else { "-".into() })
+        .arg(if proxy { policy.proxy_port.to_string() } else { "-".into() })
+        .args(&runsc_args)
+        // Its own process group: a terminal's Ctrl-C reaches pinfold alone, which passes it
+        // to the command through runsc (runsc itself would just die of it).
+        .process_group(0)
+        .env_clear()
+        .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        .spawn();
+    drop(theirs);
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = sys::unblock_signals(FORWARDED);
+            return Err(setup_err(Step::StartHelper)(e));
+        }
+    };
+    let pid = child.id() as libc::pid_t;
+    // The helper says `L` with the listener attached (proxy), then `R` just before it becomes
+    // runsc; or `E` and why it failed.
+    let mut said = Vec::new();
+    let mut failed: Option<String> = None;
+    loop {
+        let mut buf = [0u8; 512];
+        match sys::recv_with_fds(&ours, &mut buf) {
+            Ok((0, _)) | Err(_) => break,
+            Ok((n, fds)) => {
+                said.extend_from_slice(&buf[..n]);
+                if let Some(fd) = fds.into_iter().next() {
+                    listener(std::net::TcpListener::from(fd));
+                }
+                if said.contains(&b'R') {
+                    break;
+                }
+                if said.first() == Some(&b'E') {
+                    // The rest of the message follows until the helper closes its end.
+                    continue;
+                }
+            }
+        }
+    }
+    if said.first() == Some(&b'E') {
+        failed = Some(String::from_utf8_lossy(&said[1..]).trim().to_string());
+    }
+    drop(ours);
+    let pidfd = sys::pidfd_open(pid).map_err(setup_err(Step::PidfdOpen));
+    let status = loop {
+        let Ok(pidfd) = &pidfd else { break child.wait() };
+        let ready = match sys::poll_read(&[sigfd.as_raw_fd(), pidfd.as_raw_fd()], -1) {
+            Ok(r) => r,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break child.wait(),
+        };
+        if ready[0]
+            && let Ok(sig) = sys::read_signal(&sigfd)
+        {
+            // The helper passes it to the command (`runsc kill`).
+            let _ = sys::kill(pid, sig);
+        }
+        if ready[1] {
+            break child.wait();
+        }
+    };
+    let _ = sys::unblock_signals(FORWARDED);
+    drop(sigfd);
+    let status = status.map_err(setup_err(Step::Poll))?;
+    if let Some(why) = failed {
+        return Err(SandboxError::child(why));
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let code = match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        _ => 128,
+    };
+    // runsc's own failures (the bundle refused, the sandbox not started) exit 128 and log at
+    // level error; a command that exits 128 logs nothing.
+    if code == 128
+        && let Some(why) = runsc_error(&log)
+    {
+        return Err(SandboxError::Child { step: format!("runsc: {why}"), hint: Some("`pinfold doctor` checks the gvisor backend") });
+    }
+    Ok(code)
+}
+
+/// The last error runsc logged, if any.
+fn runsc_error(log: &Path) -> Option<String> {
+    let mut text = String::new();
+    std::fs::File::open(log).ok()?.read_to_string(&mut text).ok()?;
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["level"] == "error" || v["level"] == "fatal")
+        .filter_map(|v| v["msg"].as_str().map(str::to_string))
+        .last()
+}
+
+/// The helper's side (`__sandbox-helper gvisor SOCK PARENT IDS PORT RUNSC ARGS…`), in a fresh
+/// single-threaded pinfold: die with the parent; make the namespaces; listen for the proxy
+/// and pass the listener back; become runsc.
+pub(crate) fn helper(args: &[String]) -> i32 {
+    let [_, sock, parent, ids, port, runsc @ ..] = args else {
+        eprintln!("pinfold: internal helper called with unknown arguments");
+        return 2;
+    };
+    let Ok(sock) = sock.parse::<i32>().map_err(drop).and_then(|fd| sys::owned_from_inherited(fd).map_err(drop)) else {
+        eprintln!("pinfold: internal helper called without its socket");
+        return 2;
+    };
+    match helper_setup(&sock, parent, ids, port) {
+        Ok(()) => {}
+        Err(why) => {
+            let _ = sys::send_nosignal(&sock, format!("E{why}").as_bytes());
+            return 2;
+        }
+    }
+    let _ = sys::send_nosignal(&sock, b"R");
+    drop(sock);
+    supervise(runsc)
+}
+
+/// Run runsc (`PROG GLOBAL-FLAGS… run --bundle B ID`) in the helper's namespaces, pass each
+/// signal pinfold forwards to the command with `runsc kill` (runsc's control socket is an
+/// abstract socket of this network namespace: only from here can it be reached), and exit as
+/// runsc did.
+fn supervise(runsc: &[String]) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    let (Some((prog, rest)), Some(run_at)) = (runsc.split_first(), runsc.iter().position(|a| a == "run")) else { return 2 };
+    let Some(id) = runsc.last() else { return 2 };
+    let sigfd = match sys::signalfd_for(FORWARDED) {
+        Ok(fd) => fd,
+        Err(e) => {
+            eprintln!("pinfold: signalfd: {e}");
+            return 2;
+        }
+    };
+    let mut cmd = std::process::Command::new(prog);
+    cmd.args(rest);
+    sys::die_with_parent(&mut cmd);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("pinfold: start {prog}: {e}");
+            return 127;
+        }
+    };
+    let Ok(pidfd) = sys::pidfd_open(child.id() as libc::pid_t) else {
+        let _ = child.kill();
+        return 2;
+    };
+    let status = loop {
+        let ready = match sys::poll_read(&[sigfd.as_raw_fd(), pidfd.as_raw_fd()], -1) {
+            Ok(r) => r,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break child.wait(),
+        };
+        if ready[0]
+            && let Ok(sig) = sys::read_signal(&sigfd)
+        {
+            let delivered = std::process::Command::new(prog)
+                .args(&runsc[1..run_at])
+                .args(["kill", id, &sig.to_string()])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !delivered {
+                // Not started yet, or gone: runsc itself ends the run.
+                let _ = sys::kill(child.id() as libc::pid_t, sig);
+            }
+        }
+        if ready[1] {
+            break child.wait();
+        }
+    };
+    match status {
+        Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
+        Err(_) => 2,
+    }
+}
+
+fn helper_setup(sock: &OwnedFd, parent: &str, ids: &str, port: &str) -> Result<(), String> {
+    sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0).map_err(|e| format!("set the death signal: {e}"))?;
+    // The parent may have died before the death signal was set.
+    if parent.parse::<u32>().ok() != Some(std::os::unix::process::parent_id()) {
+        return Err("pinfold ended before runsc started".into());
+    }
+    if ids == "-" {
+        sys::unshare(libc::CLONE_NEWNET).map_err(|e| format!("create the network namespace: {e}"))?;
+    } else {
+        let (uid, gid) = ids.split_once(':').ok_or("bad ids")?;
+        sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET).map_err(|e| format!("create namespaces: {e}"))?;
+        std::fs::write("/proc/self/setgroups", "deny").map_err(|e| format!("write setgroups: {e}"))?;
+        std::fs::write("/proc/self/uid_map", format!("0 {uid} 1")).map_err(|e| format!("write uid_map: {e}"))?;
+        std::fs::write("/proc/self/gid_map", format!("0 {gid} 1")).map_err(|e| format!("write gid_map: {e}"))?;
+    }
+    if port != "-" {
+        let port: u16 = port.parse().map_err(|_| "bad port")?;
+        sys::loopback_up().map_err(|e| format!("bring loopback up: {e}"))?;
+        let l = std::net::TcpListener::bind(("127.0.0.1", port)).map_err(|e| format!("make the proxy listener at 127.0.0.1:{port}: {e}"))?;
+        sys::send_with_fd(sock, b"L", &l).map_err(|e| format!("pass the proxy listener: {e}"))?;
+    }
+    Ok(())
+}
