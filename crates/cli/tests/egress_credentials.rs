@@ -258,7 +258,7 @@ root_only!(credential_broker_fails_closed);
 /// untouched on the direct request, and the secret nowhere (in particular not on the redirect
 /// target). The records for E name the credential `demo`, those for O none; no file of the
 /// state dir and nothing the command printed holds the secret.
-fn credential_injected_only_for_the_endpoint(u: User) {
+pub(crate) fn credential_injected_only_for_the_endpoint(u: User) {
     let w = World::new(u, "credential_injected_only_for_the_endpoint");
     let pki = broker_pki(&w.base);
     w.own();
@@ -406,7 +406,7 @@ const SECRET_PROBE_PY: &str = include_str!("attacks/secret_probe.py");
 /// injected (so the proxy held it while the command searched for it), and the ledger does not
 /// hold it. The probe runs first on the host with the same variables and file: the control,
 /// which must find the secret.
-fn credential_never_enters_the_sandbox(u: User) {
+pub(crate) fn credential_never_enters_the_sandbox(u: User) {
     let w = World::new(u, "credential_never_enters_the_sandbox");
     let pki = broker_pki(&w.base);
     let secret = fresh_secret(&w);

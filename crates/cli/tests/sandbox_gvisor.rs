@@ -63,6 +63,12 @@ on_gvisor!(
     sandbox_network::net_dns_query,
     sandbox_network::abstract_unix_socket,
     sandbox_network::container_engine_sockets_hidden,
+    // The network through the egress proxy: allowlist, records, credentials.
+    egress_allowlist::allowed_host_is_forwarded_and_recorded,
+    egress_allowlist::bypassing_the_proxy_reaches_nothing,
+    egress_allowlist::udp_and_dns_reach_nothing,
+    egress_credentials::credential_injected_only_for_the_endpoint,
+    egress_credentials::credential_never_enters_the_sandbox,
     // Processes: nothing outlives the run, signals reach the command.
     sandbox_processes::no_orphans_after_exit,
     sandbox_processes::dies_with_parent,
@@ -100,3 +106,50 @@ on_gvisor!(
 //   them, work). docs/backends.md lists it.
 // - `sandbox_writes::reexec_helper_confines_too`, `sandbox_kernel::missing_landlock_refuses_clearly`
 //   and the like test the process backend's own machinery.
+
+use crate::support::sandbox::Fx;
+use crate::support::{Run, TIMEOUT, run_cmd};
+
+/// Without runsc the gvisor backend refuses (125, what is missing, how to fix it) and runs
+/// nothing: no fallback to the process backend.
+fn no_runsc_no_run(u: User) {
+    let mut fx = Fx::new(u, "no_runsc_no_run");
+    fx.env.insert("PINFOLD_RUNSC".into(), fx.base.join("no-such-runsc").display().to_string());
+    let argv = fx.sh_script("mark", "touch ran");
+    let r = fx.exec(&["--backend=gvisor"], &argv);
+    assert_eq!(r.code, Some(125), "{}", r.show());
+    assert!(r.stderr.contains("the gvisor backend cannot run here") && r.stderr.contains("hint:"), "{}", r.show());
+    assert!(!fx.proj.join("ran").exists(), "the command ran anyway");
+    // With runsc found again (on PATH), the same call runs: the refusal was for want of it.
+    fx.env.remove("PINFOLD_RUNSC");
+    let r: Run = run_cmd(fx.cmd(&fx.exec_argv(&["--backend=gvisor"], &["true".into()])), "exec".into(), None, TIMEOUT);
+    assert_eq!(r.code, Some(0), "runsc is installed on this machine: {}", r.show());
+}
+
+/// A preset naming an unknown backend is a configuration error at its line and column.
+fn unknown_backend_in_a_preset(u: User) {
+    let fx = Fx::new(u, "unknown_backend_in_a_preset");
+    let policy = fx.base.join("bad.toml");
+    fx.put(&policy, "[defaults]\naction = \"allow\"\nsandbox = \"s\"\n\n[sandbox.s]\nbackend = \"vmware\"\nfs.write.allow = [\".\"]\n");
+    fx.own();
+    let argv = vec![crate::support::pinfold_bin(), "exec".into(), "-c".into(), Fx::s(&policy), "--".into(), "true".into()];
+    let r = run_cmd(fx.cmd(&argv), "exec".into(), None, TIMEOUT);
+    assert_ne!(r.code, Some(0), "{}", r.show());
+    assert!(r.stderr.contains("bad.toml:6:11") && r.stderr.contains("unknown backend `vmware`") && r.stderr.contains("process, gvisor"), "{}", r.show());
+}
+
+mod refusals {
+    use super::*;
+    #[test]
+    fn no_runsc_no_run_root() {
+        no_runsc_no_run(User::Root)
+    }
+    #[test]
+    fn no_runsc_no_run_nobody() {
+        no_runsc_no_run(User::Nobody)
+    }
+    #[test]
+    fn unknown_backend_in_a_preset_root() {
+        unknown_backend_in_a_preset(User::Root)
+    }
+}

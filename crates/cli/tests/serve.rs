@@ -268,6 +268,36 @@ fn a_governed_exec_runs_in_the_sandbox(u: User) {
     assert_eq!(fs::read_to_string(fx.home.join(".bashrc")).unwrap(), before);
 }
 
+/// `{"backend": "gvisor"}`: the sandbox's commands run on gVisor's kernel (its `uname -r` is
+/// not the host's), the sandbox still holds, and the answer names the backend; an unknown
+/// backend is a 400 and makes nothing.
+fn a_sandbox_runs_on_the_backend_it_names(u: User) {
+    let fx = fixture(u, "serve-backend");
+    let s = Server::start(&fx, &[]);
+    let host = fx.host_ok(&["uname", "-r"]);
+    let plain = s.sandbox(&s.agent, json!({}));
+    let r = s.exec(&s.agent, &plain, json!({"command": "uname -r"}));
+    assert_eq!(r.json()["stdout"].as_str(), Some(host.as_str()), "{}", r.text());
+    let r = s.call(&s.agent, "POST", "/v1/sandboxes", Some(json!({"backend": "gvisor"})));
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.json()["backend"], "gvisor", "{}", r.text());
+    let sb = r.json()["id"].as_str().unwrap().to_string();
+    let ws = s.workspace(&sb);
+    let r = s.exec(&s.agent, &sb, json!({"command": "uname -r; printf x > made"}));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let out = r.json()["stdout"].as_str().unwrap_or("").to_string();
+    assert!(!out.is_empty() && out != host, "gvisor's kernel release should differ from the host's {host:?}: {}", r.text());
+    assert_eq!(fs::read_to_string(ws.join("made")).unwrap(), "x");
+    let before = fs::read_to_string(fx.home.join(".bashrc")).unwrap();
+    let r = s.exec(&s.agent, &sb, json!({"command": format!("echo pwned >> {}/.bashrc; cat {}/.ssh/id_rsa", fx.home.display(), fx.home.display())}));
+    assert_ne!(r.json()["exit_code"], 0, "{}", r.text());
+    assert!(!r.text().contains(&fx.token), "a hidden key leaked: {}", r.text());
+    assert_eq!(fs::read_to_string(fx.home.join(".bashrc")).unwrap(), before);
+    let r = s.call(&s.agent, "POST", "/v1/sandboxes", Some(json!({"backend": "firecracker"})));
+    assert_eq!((r.status, r.code()), (400, "bad_request".to_string()), "{}", r.text());
+    assert!(r.text().contains("unknown backend"), "{}", r.text());
+}
+
 fn exec_limits_hold(u: User) {
     let fx = fixture(u, "serve-limits");
     let s = Server::start(&fx, &["--max-output", "1000", "--max-timeout", "2"]);
@@ -986,7 +1016,7 @@ fn crate_long_polls() -> usize {
     8
 }
 
-both_users!(a_governed_exec_runs_in_the_sandbox, files_stay_beneath_the_workspace, approvals_run_once_after_a_person_approves);
+both_users!(a_governed_exec_runs_in_the_sandbox, a_sandbox_runs_on_the_backend_it_names, files_stay_beneath_the_workspace, approvals_run_once_after_a_person_approves);
 root_only!(
     every_endpoint_but_healthz_needs_a_token,
     exec_limits_hold,

@@ -436,3 +436,53 @@ fn file_tools_and_sandbox_agree_on_pinfolds_own_files() {
         }
     }
 }
+
+/// A preset's `backend`, `--backend` over it, and undo only where the backend records
+/// changes: a rule that holds only with undo does not allow a command on gVisor.
+#[test]
+fn the_backend_and_what_it_takes_away() {
+    let f = fx();
+    fs::write(
+        f.proj.join("pinfold.toml"),
+        r#"
+[defaults]
+action = "ask"
+sandbox = "w"
+
+[[rules]]
+allow = "lstool *"
+
+[[rules]]
+allow = "rmtool *"
+when = "undo"
+
+[sandbox.w]
+fs.write.allow = ["."]
+
+[sandbox.g]
+backend = "gvisor"
+fs.write.allow = ["."]
+"#,
+    )
+    .unwrap();
+    let s = f.sandbox("lstool", &f.cx());
+    assert_eq!(s.policy.backend, pinfold_sandbox::BackendKind::Process);
+    assert!(s.undo.is_some() && !s.policy.watch.is_empty());
+    assert!(matches!(f.plan("rmtool x", &f.cx()).unwrap().step, Step::Run(_)));
+    // The preset's backend.
+    let g = Context { sandbox: Some("g".into()), ..f.cx() };
+    let s = f.sandbox("lstool", &g);
+    assert_eq!(s.policy.backend, pinfold_sandbox::BackendKind::Gvisor);
+    assert!(s.undo.is_none() && s.policy.watch.is_empty());
+    assert!(matches!(f.plan("rmtool x", &g).unwrap().step, Step::Refuse { .. }));
+    // --backend over the preset's.
+    let over = Context { backend: Some(pinfold_sandbox::BackendKind::Gvisor), ..f.cx() };
+    assert_eq!(f.sandbox("lstool", &over).policy.backend, pinfold_sandbox::BackendKind::Gvisor);
+    let p = f.plan("rmtool x", &over).unwrap();
+    assert!(matches!(p.step, Step::Refuse { .. }), "{:?}", p.judgement);
+    let back = Context { backend: Some(pinfold_sandbox::BackendKind::Process), ..g };
+    assert!(matches!(f.plan("rmtool x", &back).unwrap().step, Step::Run(_)));
+    // Every name the policy accepts is a backend this build has, in the same order.
+    let names: Vec<&str> = pinfold_sandbox::BackendKind::ALL.iter().map(|k| k.name()).collect();
+    assert_eq!(names, config::BACKENDS);
+}

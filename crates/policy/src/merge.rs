@@ -131,6 +131,16 @@ mod tests {
         assert!(!within("/p2", "/p"));
     }
 
+    #[test]
+    fn the_most_isolated_backend_wins() {
+        let ws = preset("workspace", &["/p"], false);
+        let mut gv = preset("gv", &["/p"], false);
+        gv.backend = "gvisor".into();
+        assert_eq!(merge_presets(&[&ws, &gv]).unwrap().backend, "gvisor");
+        assert_eq!(merge_presets(&[&gv, &ws]).unwrap().backend, "gvisor");
+        assert_eq!(merge_presets(&[&ws, &ws]).unwrap().backend, "process");
+    }
+
     fn hosts(p: &mut SandboxPreset, hosts: &[&str]) {
         p.network_hosts = hosts.iter().map(|h| h.parse().unwrap()).collect();
     }

@@ -33,6 +33,9 @@ use crate::{sys, Hooks, LayerStatus, Network, Outcome, Policy, Prestart, Sandbox
 /// Where pinfold finds `runsc` when it is not on `PATH` (an absolute path).
 pub const RUNSC_ENV: &str = "PINFOLD_RUNSC";
 
+/// A file to write a copy of each run's OCI configuration to (for benchmarks).
+const BUNDLE_COPY_ENV: &str = "PINFOLD_GVISOR_BUNDLE_COPY";
+
 const INSTALL_HINT: &str = "install gVisor's runsc (Debian: `apt install runsc`), or set PINFOLD_RUNSC to its absolute path";
 
 #[derive(Debug)]
@@ -46,15 +49,15 @@ fn runsc() -> Result<PathBuf, SandboxError> {
         return if p.is_absolute() && p.is_file() {
             Ok(p)
         } else {
-            Err(SandboxError::Unsupported {
-                layer: "gVisor",
+            Err(SandboxError::Backend {
+                backend: "gvisor",
                 why: format!("{RUNSC_ENV}={} is not an absolute path to a file", p.display()),
                 hint: INSTALL_HINT.into(),
             })
         };
     }
-    find_program("runsc", std::env::var_os("PATH").as_deref()).ok_or_else(|| SandboxError::Unsupported {
-        layer: "gVisor",
+    find_program("runsc", std::env::var_os("PATH").as_deref()).ok_or_else(|| SandboxError::Backend {
+        backend: "gvisor",
         why: "runsc is not installed (not on PATH nor in the system directories)".into(),
         hint: INSTALL_HINT.into(),
     })
@@ -111,9 +114,9 @@ impl Backend for Gvisor {
             return Err(SandboxError::NoCommand);
         }
         if !policy.watch.is_empty() && hooks.observer.is_some() {
-            return Err(SandboxError::Unsupported {
-                layer: "change recording (undo)",
-                why: "under gVisor the command's calls go to gVisor's kernel, where pinfold cannot see a change before it happens".into(),
+            return Err(SandboxError::Backend {
+                backend: "gvisor",
+                why: "it cannot record changes for undo: the command's calls go to gVisor's kernel, where pinfold cannot see a change before it happens".into(),
                 hint: "run with the process backend, or turn undo off ([undo] enabled = false)".into(),
             });
         }
@@ -121,8 +124,8 @@ impl Backend for Gvisor {
         let (uid, _) = sys::ids();
         let rootless = uid != 0;
         if rootless && !crate::probe().user_namespaces {
-            return Err(SandboxError::Unsupported {
-                layer: "gVisor (rootless)",
+            return Err(SandboxError::Backend {
+                backend: "gvisor",
                 why: "runsc runs rootless in a user namespace, and this user cannot make one".into(),
                 hint: crate::USERNS_HINT.into(),
             });
@@ -138,6 +141,10 @@ impl Backend for Gvisor {
         let config = config(policy, &prepared, &program, argv, &bundle.path);
         std::fs::write(bundle.path.join("config.json"), serde_json::to_vec_pretty(&config).map_err(SandboxError::EncodeSpec)?)
             .map_err(setup_err(Step::RunDir(bundle.path.clone())))?;
+        // For bench/backends.sh: the same bundle, timed under bare `runsc run`.
+        if let Some(copy) = std::env::var_os(BUNDLE_COPY_ENV) {
+            let _ = std::fs::write(copy, serde_json::to_vec_pretty(&config).unwrap_or_default());
+        }
         let result = launch(&runsc, policy, &bundle, rootless, hooks);
         let Prepared { held, mut report, .. } = prepared;
         let code = result?;

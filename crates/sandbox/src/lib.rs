@@ -328,6 +328,10 @@ pub enum SandboxError {
         #[source]
         source: std::io::Error,
     },
+    /// The backend asked for cannot run here (its program is missing, or this user cannot
+    /// run it); nothing ran, and no other backend stands in.
+    #[error("the {backend} backend cannot run here: {why}")]
+    Backend { backend: &'static str, why: String, hint: String },
     /// Nothing to run.
     #[error("no command to run")]
     NoCommand,
@@ -417,7 +421,7 @@ impl SandboxError {
     /// What the user can do about it, when something can be done.
     pub fn hint(&self) -> Option<&str> {
         match self {
-            SandboxError::Unsupported { hint, .. } => Some(hint),
+            SandboxError::Unsupported { hint, .. } | SandboxError::Backend { hint, .. } => Some(hint),
             SandboxError::Namespaces(_) => Some(USERNS_HINT),
             SandboxError::Child { hint, .. } => *hint,
             _ => None,

@@ -256,6 +256,10 @@ pub struct CreateSandbox {
     /// Seconds the sandbox lives, 1 to 604800 (a week); the server's default without it.
     #[schema(minimum = 1, maximum = 604800)]
     ttl_s: Option<u64>,
+    /// Where its commands run, over the preset's `backend`: `process` or `gvisor` (see
+    /// docs/backends.md). Refused when this machine cannot run it.
+    #[schema(example = "gvisor")]
+    backend: Option<String>,
 }
 
 /// The most a sandbox may live.
@@ -272,6 +276,8 @@ pub struct SandboxView {
     pub preset: Option<String>,
     /// The name of the token that made it.
     pub owner: String,
+    /// The backend asked for when it was made (null: the preset's).
+    pub backend: Option<String>,
     pub created_at: i64,
     pub expires_at: i64,
     pub last_used: i64,
@@ -284,6 +290,7 @@ impl From<&Sandbox> for SandboxView {
             workspace: s.workspace.clone(),
             preset: s.preset.clone(),
             owner: s.owner.clone(),
+            backend: s.backend.clone(),
             created_at: s.created_at,
             expires_at: s.expires_at,
             last_used: s.last_used,
@@ -334,12 +341,27 @@ fn record(app: &App, kind: &str, data: Value) -> Result<(), ApiError> {
 )]
 async fn create_sandbox(State(app): State<App>, actor: Actor, body: Body) -> Result<Response, ApiError> {
     let req: CreateSandbox = read_json(body, app.opts.max_body, true).await?;
-    let sb = new_sandbox(&app, &actor, req.workspace, req.preset, req.ttl_s)?;
+    let sb = new_sandbox(&app, &actor, req.workspace, req.preset, req.ttl_s, req.backend)?;
     Ok((StatusCode::CREATED, Json(SandboxView::from(&sb))).into_response())
 }
 
 /// Make a sandbox for `actor` (REST's POST /v1/sandboxes, MCP's `create_sandbox`).
-pub(crate) fn new_sandbox(app: &App, actor: &Actor, requested: Option<String>, preset: Option<String>, ttl_s: Option<u64>) -> Result<Sandbox, ApiError> {
+pub(crate) fn new_sandbox(
+    app: &App,
+    actor: &Actor,
+    requested: Option<String>,
+    preset: Option<String>,
+    ttl_s: Option<u64>,
+    backend: Option<String>,
+) -> Result<Sandbox, ApiError> {
+    if let Some(b) = &backend {
+        let kind: pinfold_sandbox::BackendKind = b.parse().map_err(|e: pinfold_sandbox::UnknownBackend| ApiError::BadRequest(e.to_string()))?;
+        let status = kind.backend().status();
+        if !status.available {
+            let fix = status.fix.map(|f| format!("; {f}")).unwrap_or_default();
+            return Err(ApiError::BadRequest(format!("the {b} backend cannot run here: {}{fix}", status.detail)));
+        }
+    }
     let id = format!("sb_{}", crate::random_hex(12));
     let ttl = ttl_s.unwrap_or(app.opts.sandbox_ttl_s);
     if ttl == 0 || ttl > MAX_TTL_S {
@@ -408,8 +430,9 @@ pub(crate) fn new_sandbox(app: &App, actor: &Actor, requested: Option<String>, p
         last_used: now,
         dev: Some(std::os::unix::fs::MetadataExt::dev(&id_of) as i64),
         ino: Some(std::os::unix::fs::MetadataExt::ino(&id_of) as i64),
+        backend,
     };
-    record(app, "serve_sandbox", json!({"event": "created", "actor": actor.name, "sandbox": sb.id, "workspace": sb.workspace, "preset": sb.preset, "expires_at": sb.expires_at}))
+    record(app, "serve_sandbox", json!({"event": "created", "actor": actor.name, "sandbox": sb.id, "workspace": sb.workspace, "preset": sb.preset, "backend": sb.backend, "expires_at": sb.expires_at}))
         .map_err(cleanup)?;
     db::insert_sandbox(&app.db(), &sb).map_err(|e| cleanup(e.into()))?;
     Ok(sb)

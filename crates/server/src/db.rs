@@ -64,6 +64,8 @@ const MIGRATIONS: &[&str] = &[
     // at its path later (a link to elsewhere) is not the sandbox's workspace.
     "ALTER TABLE sandboxes ADD COLUMN dev INTEGER;
     ALTER TABLE sandboxes ADD COLUMN ino INTEGER;",
+    // 5: the backend asked for when the sandbox was made (null: the preset's).
+    "ALTER TABLE sandboxes ADD COLUMN backend TEXT;",
 ];
 
 pub fn open(path: &Path) -> Result<Connection, String> {
@@ -209,6 +211,7 @@ pub struct Sandbox {
     pub dev: Option<i64>,
     #[serde(skip)]
     pub ino: Option<i64>,
+    pub backend: Option<String>,
 }
 
 fn sandbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Sandbox> {
@@ -224,15 +227,16 @@ fn sandbox_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Sandbox> {
         last_used: r.get(8)?,
         dev: r.get(9)?,
         ino: r.get(10)?,
+        backend: r.get(11)?,
     })
 }
 
-const SANDBOX_COLS: &str = "id, workspace, preset, owner, fresh, created_at, expires_at, idle_s, last_used, dev, ino";
+const SANDBOX_COLS: &str = "id, workspace, preset, owner, fresh, created_at, expires_at, idle_s, last_used, dev, ino, backend";
 
 pub fn insert_sandbox(c: &Connection, s: &Sandbox) -> Result<(), rusqlite::Error> {
     c.execute(
-        &format!("INSERT INTO sandboxes ({SANDBOX_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
-        params![s.id, s.workspace, s.preset, s.owner, s.fresh as i64, s.created_at, s.expires_at, s.idle_s, s.last_used, s.dev, s.ino],
+        &format!("INSERT INTO sandboxes ({SANDBOX_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"),
+        params![s.id, s.workspace, s.preset, s.owner, s.fresh as i64, s.created_at, s.expires_at, s.idle_s, s.last_used, s.dev, s.ino, s.backend],
     )?;
     Ok(())
 }

@@ -230,7 +230,12 @@ fn judge(app: &App, sb: &Sandbox, action: &Action) -> Result<Judged, ApiError> {
         Action::Exec { text, .. } => {
             // The verdict as `pinfold exec` reaches it (pinfold_plan::judge, the first step of
             // its plan); the child `pinfold exec` plans the sandbox itself.
-            let cx = Context { cwd: workspace.clone(), sandbox: sb.preset.clone(), ..Context::default() };
+            let cx = Context {
+                cwd: workspace.clone(),
+                sandbox: sb.preset.clone(),
+                backend: sb.backend.as_deref().and_then(|b| b.parse().ok()),
+                ..Context::default()
+            };
             let j = pinfold_plan::judge(std::slice::from_ref(text), &cx, &policy).judgement;
             let mut reason = j.reason.clone();
             if let Some(m) = j.commands.iter().find(|c| c.decision == j.decision).and_then(|c| c.message.clone()) {
@@ -305,6 +310,7 @@ async fn perform(app: &App, sb: &Sandbox, workspace: &Path, action: Action, pres
                 // An approved ask runs in the preset the person saw; an allowed command where
                 // the policy puts it.
                 preset: if approved { preset } else { sb.preset.clone() },
+                backend: sb.backend.clone(),
                 text,
                 stdin: stdin.map(String::into_bytes),
                 timeout: Duration::from_secs(timeout_s),

@@ -99,6 +99,8 @@ struct CreateSandboxArgs {
     preset: Option<String>,
     /// Seconds the sandbox lives (1 to 604800); the server's default without it.
     ttl_s: Option<u64>,
+    /// Where its commands run, over the preset's: `process` or `gvisor`.
+    backend: Option<String>,
 }
 
 /// `exec`'s arguments.
@@ -347,7 +349,7 @@ fn args<T: DeserializeOwned>(a: Option<JsonObject>) -> Result<T, ErrorData> {
 
 impl Tools {
     async fn create_sandbox(&self, actor: &Actor, a: CreateSandboxArgs) -> Result<CallToolResult, ApiError> {
-        let sb = api::new_sandbox(&self.app, actor, a.workspace, a.preset, a.ttl_s)?;
+        let sb = api::new_sandbox(&self.app, actor, a.workspace, a.preset, a.ttl_s, a.backend)?;
         Ok(ok(json!({"sandbox": api::sandbox_view(&sb)})))
     }
 

@@ -19,6 +19,8 @@ pub struct Spec {
     pub exe: PathBuf,
     pub workspace: PathBuf,
     pub preset: Option<String>,
+    /// `pinfold exec --backend`, when the sandbox names one.
+    pub backend: Option<String>,
     pub text: String,
     pub stdin: Option<Vec<u8>>,
     pub timeout: Duration,
@@ -58,6 +60,9 @@ pub async fn run(spec: Spec, started: impl FnOnce(u32), chunks: Option<mpsc::Sen
     cmd.arg("exec").arg("--cwd").arg(&spec.workspace);
     if let Some(p) = &spec.preset {
         cmd.arg("--sandbox").arg(p);
+    }
+    if let Some(b) = &spec.backend {
+        cmd.arg("--backend").arg(b);
     }
     cmd.arg("--").arg(&spec.text);
     cmd.env_remove(pinfold_plan::token::ENV).env_remove("PINFOLD_TOKEN").env(pinfold_plan::record::SESSION_ENV, &spec.session);

@@ -393,6 +393,8 @@ pub struct World {
     /// The test's own `hosts`, `resolv.conf` and `nsswitch.conf`, bound over /etc's for every
     /// command of this world ([`World::with_own_etc`]).
     pub etc: Option<tempfile::TempDir>,
+    /// `pinfold exec --backend B` for every run (see [`super::sandbox::on_backend`]).
+    pub backend: Option<&'static str>,
 }
 
 impl World {
@@ -449,6 +451,7 @@ impl World {
             read_records: Mutex::new(0),
             policies: AtomicUsize::new(0),
             etc: None,
+            backend: super::sandbox::current_backend(),
         };
         w.own();
         w
@@ -602,8 +605,11 @@ impl World {
             "exec".into(),
             "-c".into(),
             policy.display().to_string(),
-            "--".into(),
         ];
+        if let Some(b) = self.backend {
+            full.push(format!("--backend={b}"));
+        }
+        full.push("--".into());
         full.extend(argv.iter().cloned());
         let r = run_cmd(self.cmd(&full, extra_env), full.join(" "), None, TIMEOUT);
         if std::env::var_os("PINFOLD_TEST_SHOW").is_some() {

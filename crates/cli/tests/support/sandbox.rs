@@ -93,6 +93,11 @@ thread_local! {
     static BACKEND: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
 }
 
+/// The backend [`on_backend`] set for this thread's fixtures, if any.
+pub fn current_backend() -> Option<&'static str> {
+    BACKEND.with(std::cell::Cell::get)
+}
+
 /// Run `case` with every fixture it makes running its commands on `backend` (`pinfold exec
 /// --backend BACKEND`): the same attack, the same host check, another backend.
 pub fn on_backend(backend: &'static str, case: impl FnOnce()) {

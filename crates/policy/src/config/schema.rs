@@ -190,12 +190,25 @@ struct RuleTestsFile {
 #[schemars(deny_unknown_fields)]
 #[allow(dead_code)]
 struct SandboxFile {
+    /// Where the preset's commands run: `process` (namespaces, Landlock, seccomp on the host
+    /// kernel; the default) or `gvisor` (gVisor's runsc). See docs/backends.md.
+    #[serde(default)]
+    backend: Option<BackendName>,
     #[serde(default)]
     fs: FsFile,
     #[serde(default)]
     network: NetworkFile,
     #[serde(default)]
     env: EnvFile,
+}
+
+/// A backend's name (crate::config::BACKENDS).
+#[derive(JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum BackendName {
+    Process,
+    Gvisor,
 }
 
 #[derive(JsonSchema, Default)]

@@ -1397,3 +1397,14 @@ fn only_the_users_own_files_lift_control_files() {
     let (line, _, msg, _) = invalid(toml("[control]\nlifts = []\n"));
     assert_eq!((line, msg.contains("unknown key `lifts`")), (2, true), "{msg}");
 }
+
+#[test]
+fn a_preset_names_its_backend() {
+    let c = toml("[sandbox.a]\nbackend = \"gvisor\"\n[sandbox.b]\nfs.write.allow = [\".\"]\n").unwrap();
+    assert_eq!(c.sandboxes["a"].backend, "gvisor");
+    assert_eq!(c.sandboxes["b"].backend, "process");
+    let (line, col, message, hint) = invalid(toml("[sandbox.a]\nbackend = \"kvm\"\n"));
+    assert_eq!((line, col, message.as_str()), (2, 11, "unknown backend `kvm`"));
+    assert_eq!(hint.as_deref(), Some("use one of: process, gvisor"));
+    assert!(toml("[sandbox.a]\nbackend = 3\n").is_err());
+}

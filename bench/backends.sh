@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Whole-process timing of the gvisor backend beside bare `runsc run` on the very bundle pinfold
+# writes, and of the process backend, in one hyperfine run: medians and ratios.
+#
+#   bench/backends.sh        # writes bench/results/backends.json and prints a table
+#   RUNS=30 bench/backends.sh
+#
+# The bundle: a `pinfold exec --backend gvisor -- sleep` run in the background writes a copy of
+# its OCI configuration (PINFOLD_GVISOR_BUNDLE_COPY) and holds its placeholders while the
+# timed runs go on; the copy, with `true` for the command, is what bare runsc runs, with the
+# flags pinfold gives it. Each bare run goes through `sh -c` for a container id of its own
+# (`$$`), which costs the peer about 1 ms. Needs hyperfine and runsc; run as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=bench/results
+mkdir -p "$out"
+work=$(mktemp -d)
+cargo build -q --release -p pinfold
+cp target/x86_64-unknown-linux-gnu/release/pinfold "$work/pinfold"
+bin=$work/pinfold
+mkdir -p "$work/project" "$work/bundle" "$work/runsc-root"
+export PINFOLD_CACHE_DIR="$work/cache" PINFOLD_STATE_DIR="$work/state"
+printf "extends = ['pinfold:default']\n[audit]\nenabled = false\n" > "$work/no-ledger.toml"
+cd "$work/project"
+git init -q .
+"$bin" exec -c "$work/no-ledger.toml" -- true
+PINFOLD_GVISOR_BUNDLE_COPY="$work/held.json" "$bin" exec -c "$work/no-ledger.toml" --backend gvisor -- sleep 600 &
+held=$!
+trap 'kill $held 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 100); do [ -s "$work/held.json" ] && break; sleep 0.1; done
+/usr/bin/python3 - "$work/held.json" "$work/bundle/config.json" "$(command -v true)" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["process"]["args"] = [sys.argv[3]]
+json.dump(c, open(sys.argv[2], "w"))
+PY
+runsc=$(command -v runsc)
+bare="sh -c 'exec $runsc --root $work/runsc-root --network=none --host-uds=none --host-fifo=none run --bundle $work/bundle bench-\$\$'"
+hyperfine -N --warmup 3 --runs "${RUNS:-20}" --export-json "$OLDPWD/$out/backends.json" \
+    -n pinfold-exec-gvisor "$bin exec -c $work/no-ledger.toml --backend gvisor -- true" \
+    -n runsc-run-same-bundle "$bare" \
+    -n pinfold-exec-process "$bin exec -c $work/no-ledger.toml -- true" >/dev/null
+cd "$OLDPWD"
+/usr/bin/python3 - "$out/backends.json" <<'PY'
+import json, statistics, sys
+r = {x["command"]: statistics.median(x["times"]) * 1000 for x in json.load(open(sys.argv[1]))["results"]}
+g, b, p = r["pinfold-exec-gvisor"], r["runsc-run-same-bundle"], r["pinfold-exec-process"]
+print(f"| command | median ms |\n|---|---|")
+for k, v in r.items():
+    print(f"| {k} | {v:.1f} |")
+print(f"\ngvisor backend / bare runsc run on the same bundle: {g / b:.3f} (+{g - b:.1f} ms)")
+print(f"gvisor backend / process backend: {g / p:.1f}x")
+PY
