@@ -39,14 +39,6 @@ impl BackendKind {
     pub fn records_changes(self) -> bool {
         self == BackendKind::Process
     }
-
-    /// The implementation.
-    pub fn backend(self) -> &'static dyn Backend {
-        match self {
-            BackendKind::Process => &ProcessBackend,
-            BackendKind::Gvisor => &crate::gvisor::Gvisor,
-        }
-    }
 }
 
 impl std::fmt::Display for BackendKind {
@@ -136,16 +128,4 @@ impl Backend for ProcessBackend {
     fn run(&self, policy: &Policy, argv: &[String], pre: Option<Prestart>, hooks: Hooks<'_>) -> Result<Outcome, SandboxError> {
         crate::parent::run(policy, argv, pre, hooks)
     }
-}
-
-/// Search `PATH` (then the usual system directories) for an executable `name`.
-pub(crate) fn find_program(name: &str, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let fallback = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-    let dirs = path.map(|p| p.to_os_string()).unwrap_or_default();
-    std::env::split_paths(&dirs).chain(std::env::split_paths(fallback)).filter(|d| d.is_absolute()).find_map(|d| {
-        let p = d.join(name);
-        let m = std::fs::metadata(&p).ok()?;
-        (m.is_file() && m.permissions().mode() & 0o111 != 0).then_some(p)
-    })
 }

@@ -47,7 +47,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::landlock_layer::{self, LandlockReport};
 use crate::mounts::{self, Spec};
-use crate::{seccomp, sys};
+use crate::{seccomp, sys, FORWARDED};
 
 /// One line on the report pipe.
 #[derive(Debug, Serialize, Deserialize)]
@@ -78,10 +78,6 @@ pub(crate) const SETUP_FAILED: i32 = 125;
 /// The byte the parent sends on the report channel to let a gated command exec (see
 /// [`Spec::gate`]).
 pub(crate) const GO: &[u8] = b"g";
-
-/// Signals init and the helper pass on to the command.
-pub(crate) const FORWARDED: &[libc::c_int] =
-    &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2, libc::SIGWINCH, libc::SIGCONT];
 
 /// The signals whose disposition pinfold changes on the way to the command, so that the
 /// command process sets them back to the caller's before `execve` (the spec's
@@ -124,20 +120,6 @@ impl Reporter {
     }
 }
 
-/// Entry point of `pinfold __sandbox-helper …`. Never returns.
-pub fn helper_main(args: &[String]) -> ! {
-    let code = match args.first().map(String::as_str) {
-        Some("probe") => crate::probe::probe_child(),
-        Some("run") => run(args),
-        Some("gvisor") => crate::gvisor::helper(args),
-        _ => {
-            eprintln!("pinfold: internal helper called with unknown arguments");
-            2
-        }
-    };
-    std::process::exit(code)
-}
-
 /// What the helper needs before the spec: enough for the namespaces and the
 /// policy-independent part of the mount tree.
 #[derive(Debug, Clone)]
@@ -162,7 +144,7 @@ pub(crate) enum Late {
     Pipe(std::fs::File),
 }
 
-fn run(args: &[String]) -> i32 {
+pub(crate) fn run(args: &[String]) -> i32 {
     let fd = |i: usize| args.get(i).and_then(|s| s.parse::<i32>().ok());
     let (Some(spec_fd), Some(report_fd)) = (fd(1), fd(2)) else {
         eprintln!("pinfold: internal helper needs SPEC_FD REPORT_FD");
@@ -318,7 +300,7 @@ fn spec_from_init(sock: OwnedFd, prestarted: bool, rep: &mut Reporter) -> Spec {
 fn init(base: Base, late: Late, mut rep: Reporter) -> ! {
     // Signals sent to a pid namespace's init are dropped unless it has a handler: install a
     // no-op one, then take them from a signalfd.
-    for s in crate::child::FORWARDED {
+    for s in FORWARDED {
         let _ = sys::install_noop_handler(*s);
     }
     let sigfd = match sys::signalfd_for(FORWARDED) {

@@ -25,10 +25,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::backend::{find_program, Backend, BackendKind, BackendStatus};
-use crate::child::FORWARDED;
+use crate::backend::{Backend, BackendKind, BackendStatus};
 use crate::parent::{prepare, setup_err, Prepared};
-use crate::{sys, Hooks, LayerStatus, Network, Outcome, Policy, Prestart, SandboxError, Step};
+use crate::{sys, FORWARDED, Hooks, LayerStatus, Network, Outcome, Policy, Prestart, SandboxError, Step};
 
 /// Where pinfold finds `runsc` when it is not on `PATH` (an absolute path).
 pub const RUNSC_ENV: &str = "PINFOLD_RUNSC";
@@ -56,7 +55,7 @@ fn runsc() -> Result<PathBuf, SandboxError> {
             })
         };
     }
-    find_program("runsc", std::env::var_os("PATH").as_deref()).ok_or_else(|| SandboxError::Backend {
+    sys::find_program("runsc", std::env::var_os("PATH").as_deref()).ok_or_else(|| SandboxError::Backend {
         backend: "gvisor",
         why: "runsc is not installed (not on PATH nor in the system directories)".into(),
         hint: INSTALL_HINT.into(),

@@ -60,7 +60,6 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use backend::{statuses as backend_statuses, Backend, BackendKind, BackendStatus, UnknownBackend};
-pub use child::helper_main;
 pub use gvisor::RUNSC_ENV;
 pub use env::{is_secret_name, SECRET_PATTERNS};
 pub use landlock_layer::{Enforcement, LandlockReport};
@@ -73,6 +72,36 @@ pub use probe::{probe, Availability};
 pub use seccomp::RULES as SECCOMP_RULES;
 pub use sys::note_caller_sigpipe;
 pub use watch::{Change, Observer};
+
+/// Entry point of `pinfold __sandbox-helper …` (the CLI routes [`HELPER_ARG`] here): the
+/// kernel probe, the process sandbox's re-executed helper, or the gvisor backend's launcher.
+/// Never returns.
+pub fn helper_main(args: &[String]) -> ! {
+    let code = match args.first().map(String::as_str) {
+        Some("probe") => probe::probe_child(),
+        Some("run") => child::run(args),
+        Some("gvisor") => gvisor::helper(args),
+        _ => {
+            eprintln!("pinfold: internal helper called with unknown arguments");
+            2
+        }
+    };
+    std::process::exit(code)
+}
+
+/// Signals init and the helpers pass on to the command.
+pub(crate) const FORWARDED: &[libc::c_int] =
+    &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2, libc::SIGWINCH, libc::SIGCONT];
+
+impl BackendKind {
+    /// The implementation.
+    pub fn backend(self) -> &'static dyn Backend {
+        match self {
+            BackendKind::Process => &backend::ProcessBackend,
+            BackendKind::Gvisor => &gvisor::Gvisor,
+        }
+    }
+}
 
 /// The hidden subcommand the CLI must route to [`helper_main`].
 pub const HELPER_ARG: &str = "__sandbox-helper";

@@ -6,7 +6,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::child::{Base, Event, Late, FORWARDED, GO, SETUP_FAILED};
+use crate::child::{Base, Event, Late, GO, SETUP_FAILED};
+use crate::FORWARDED;
 use crate::mounts::Spec;
 use crate::{env, probe, sys, LayerStatus, Network, Outcome, Plan, Policy, SandboxError, SandboxReport, Step};
 

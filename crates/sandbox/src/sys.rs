@@ -752,3 +752,15 @@ pub fn die_with_parent(cmd: &mut std::process::Command) {
         });
     }
 }
+
+/// Search `PATH` (then the usual system directories) for an executable `name`.
+pub(crate) fn find_program(name: &str, path: Option<&std::ffi::OsStr>) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let fallback = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    let dirs = path.map(|p| p.to_os_string()).unwrap_or_default();
+    std::env::split_paths(&dirs).chain(std::env::split_paths(fallback)).filter(|d| d.is_absolute()).find_map(|d| {
+        let p = d.join(name);
+        let m = std::fs::metadata(&p).ok()?;
+        (m.is_file() && m.permissions().mode() & 0o111 != 0).then_some(p)
+    })
+}

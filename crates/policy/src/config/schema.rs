@@ -193,7 +193,7 @@ struct SandboxFile {
     /// Where the preset's commands run: `process` (namespaces, Landlock, seccomp on the host
     /// kernel; the default) or `gvisor` (gVisor's runsc). See docs/backends.md.
     #[serde(default)]
-    backend: Option<BackendName>,
+    backend: BackendName,
     #[serde(default)]
     fs: FsFile,
     #[serde(default)]
@@ -202,11 +202,12 @@ struct SandboxFile {
     env: EnvFile,
 }
 
-/// A backend's name (crate::config::BACKENDS).
-#[derive(JsonSchema)]
+/// The name of a backend: `process` or `gvisor` (docs/backends.md).
+#[derive(JsonSchema, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 #[allow(dead_code)]
 enum BackendName {
+    #[default]
     Process,
     Gvisor,
 }
