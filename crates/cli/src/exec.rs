@@ -127,6 +127,7 @@ pub fn run(args: ExecArgs, dirs: &Dirs) -> Result<i32, Error> {
                 "decision": j.decision,
                 "reason": j.reason,
                 "sandbox": sandbox.preset.name,
+                "backend": sp.backend,
                 "argv": argv,
                 "cwd": sp.cwd,
                 "plan": resolved,

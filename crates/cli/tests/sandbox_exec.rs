@@ -308,6 +308,10 @@ fn dry_run_runs_nothing(u: User) {
         fx.label(),
         r.show()
     );
+    // It names the backend the command would run on.
+    let r = fx.exec(&["--dry-run", "--backend=gvisor"], &["true".into()]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|_| panic!("{}", r.show()));
+    assert_eq!(v["backend"], "gvisor", "{}", r.show());
 }
 
 pub(crate) fn flag_write_grants_a_path(u: User) {
