@@ -40,7 +40,11 @@ const INSTALL_HINT: &str = "install gVisor's runsc (Debian: `apt install runsc`)
 #[derive(Debug)]
 pub(crate) struct Gvisor;
 
-/// The `runsc` to run: `$PINFOLD_RUNSC`, else the first on `PATH` or in the system
+/// The system directories `runsc` is looked for in. Not `PATH`: a project's `.venv/bin` or
+/// `node_modules/.bin` on it would let a command plant the program pinfold runs unconfined.
+const SYSTEM_DIRS: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The `runsc` to run: `$PINFOLD_RUNSC` (an absolute path), else the first in the system
 /// directories.
 fn runsc() -> Result<PathBuf, SandboxError> {
     if let Some(p) = std::env::var_os(RUNSC_ENV).filter(|p| !p.is_empty()) {
@@ -55,11 +59,32 @@ fn runsc() -> Result<PathBuf, SandboxError> {
             })
         };
     }
-    sys::find_program("runsc", std::env::var_os("PATH").as_deref()).ok_or_else(|| SandboxError::Backend {
+    sys::find_program("runsc", Some(std::ffi::OsStr::new(SYSTEM_DIRS))).ok_or_else(|| SandboxError::Backend {
         backend: "gvisor",
-        why: "runsc is not installed (not on PATH nor in the system directories)".into(),
+        why: format!("runsc is not installed (looked in {SYSTEM_DIRS})"),
         hint: INSTALL_HINT.into(),
     })
+}
+
+/// Refuse a `runsc` a sandboxed command could have written: one beneath a writable root of
+/// this run, or one (or a directory above it) that another user than root or the caller owns
+/// or that others may write.
+fn trusted(runsc: &Path, writable: &[PathBuf]) -> Result<PathBuf, SandboxError> {
+    use std::os::unix::fs::MetadataExt;
+    let refuse = |why: String| SandboxError::Backend { backend: "gvisor", why, hint: "install runsc where only root can write (Debian: `apt install runsc`), or point PINFOLD_RUNSC there".into() };
+    let real = sys::canonicalize(runsc).map_err(|e| refuse(format!("{}: {e}", runsc.display())))?;
+    if let Some(w) = writable.iter().find(|w| real.starts_with(w)) {
+        return Err(refuse(format!("{} is beneath {}, which sandboxed commands may write", real.display(), w.display())));
+    }
+    let (uid, _) = sys::ids();
+    for p in real.ancestors() {
+        let m = std::fs::metadata(p).map_err(|e| refuse(format!("{}: {e}", p.display())))?;
+        let sticky_dir = m.is_dir() && m.mode() & 0o1000 != 0;
+        if (m.uid() != 0 && m.uid() != uid) || (m.mode() & 0o022 != 0 && !sticky_dir) {
+            return Err(refuse(format!("{} may be written by others than root and you", p.display())));
+        }
+    }
+    Ok(real)
 }
 
 fn version(runsc: &Path) -> Option<String> {
@@ -90,21 +115,20 @@ impl Backend for Gvisor {
                 program: Some(runsc),
             };
         };
-        let (uid, _) = sys::ids();
-        if uid != 0 {
-            let a = crate::probe();
-            if !a.user_namespaces {
-                return BackendStatus {
-                    name: "gvisor",
-                    available: false,
-                    detail: format!("{v}; rootless needs a user namespace: {}", a.user_namespaces_why.unwrap_or_else(|| "creating one failed".into())),
-                    fix: Some(crate::USERNS_HINT.into()),
-                    program: Some(runsc),
-                };
-            }
+        if let Err(e) = trusted(&runsc, &[]) {
+            return BackendStatus { name: "gvisor", available: false, detail: e.to_string(), fix: e.hint().map(str::to_string), program: Some(runsc) };
         }
-        let mode = if uid == 0 { "as root" } else { "rootless, in a user namespace of pinfold's" };
-        BackendStatus { name: "gvisor", available: true, detail: format!("{v}, {mode}"), fix: None, program: Some(runsc) }
+        let a = crate::probe();
+        if !a.user_namespaces {
+            return BackendStatus {
+                name: "gvisor",
+                available: false,
+                detail: format!("{v}; runsc runs in a user namespace of pinfold's: {}", a.user_namespaces_why.unwrap_or_else(|| "creating one failed".into())),
+                fix: Some(crate::USERNS_HINT.into()),
+                program: Some(runsc),
+            };
+        }
+        BackendStatus { name: "gvisor", available: true, detail: format!("{v}, rootless in a user namespace of pinfold's"), fix: None, program: Some(runsc) }
     }
 
     fn run(&self, policy: &Policy, argv: &[String], pre: Option<Prestart>, hooks: Hooks<'_>) -> Result<Outcome, SandboxError> {
@@ -120,46 +144,47 @@ impl Backend for Gvisor {
             });
         }
         let runsc = runsc()?;
-        let (uid, _) = sys::ids();
-        let rootless = uid != 0;
-        if rootless && !crate::probe().user_namespaces {
+        if !crate::probe().user_namespaces {
             return Err(SandboxError::Backend {
                 backend: "gvisor",
-                why: "runsc runs rootless in a user namespace, and this user cannot make one".into(),
+                why: "runsc runs in a user namespace of pinfold's, and this user cannot make one".into(),
                 hint: crate::USERNS_HINT.into(),
             });
         }
         let prepared = prepare(policy)?;
+        let runsc = trusted(&runsc, &prepared.resolved.writable)?;
         let Some(program) = resolve_program(&argv[0], &prepared.env, &prepared.cwd) else {
             eprintln!("pinfold: {}: command not found", argv[0]);
             let mut report = prepared.report;
-            fill_report(&mut report, rootless);
+            fill_report(&mut report);
             return Ok(Outcome { code: 127, report, reaper: Default::default() });
         };
         let bundle = Bundle::create(&prepared.run_dir)?;
-        let config = config(policy, &prepared, &program, argv, &bundle.path);
+        let mut stage = Stage { dir: bundle.path.join("src"), pins: Vec::new() };
+        std::fs::DirBuilder::new().mode(0o700).create(&stage.dir).map_err(setup_err(Step::RunDir(stage.dir.clone())))?;
+        let config = config(policy, &prepared, &program, argv, &mut stage)?;
         std::fs::write(bundle.path.join("config.json"), serde_json::to_vec_pretty(&config).map_err(SandboxError::EncodeSpec)?)
             .map_err(setup_err(Step::RunDir(bundle.path.clone())))?;
         // For bench/backends.sh: the same bundle, timed under bare `runsc run`.
         if let Some(copy) = std::env::var_os(BUNDLE_COPY_ENV) {
             let _ = std::fs::write(copy, serde_json::to_vec_pretty(&config).unwrap_or_default());
         }
-        let result = launch(&runsc, policy, &bundle, rootless, hooks);
+        let result = launch(&runsc, policy, &bundle, &stage, hooks);
         let Prepared { held, mut report, .. } = prepared;
         let code = result?;
         drop(held);
-        fill_report(&mut report, rootless);
+        fill_report(&mut report);
         Ok(Outcome { code, report, reaper: Default::default() })
     }
 }
 
 /// What a gVisor run enforced, in the report's terms.
-fn fill_report(report: &mut crate::SandboxReport, rootless: bool) {
+fn fill_report(report: &mut crate::SandboxReport) {
     report.backend = BackendKind::Gvisor;
     // The mount tree and the namespaces are gVisor's, and complete.
     report.namespaces = Some(LayerStatus::Enforced);
     report.hygiene = Some(LayerStatus::Enforced);
-    report.kernel = Some(if rootless { "gVisor (runsc, rootless)".into() } else { "gVisor (runsc)".into() });
+    report.kernel = Some("gVisor (runsc, rootless)".into());
 }
 
 /// The program `name` names, found as the process backend finds it (a name with a slash as
@@ -232,26 +257,62 @@ fn sweep(base: &Path) {
     }
 }
 
+/// The sources of the bundle's binds, pinned. The helper opens each path resolved at start
+/// with no link followed, in its own mount namespace (a directory of the project swapped for
+/// a link by a command running beside this run fails the run there), and binds that very
+/// descriptor onto a staging mount point in the bundle. runsc then binds from the staging
+/// path, which no sandboxed command can reach: a swap after the open changes nothing.
+struct Stage {
+    dir: PathBuf,
+    /// (source, staging mount point).
+    pins: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Stage {
+    /// The staging path that will hold what `path` is.
+    fn pin(&mut self, path: &Path) -> Result<PathBuf, SandboxError> {
+        let meta = std::fs::symlink_metadata(path).map_err(|source| SandboxError::Setup { step: Step::PinSource(path.to_path_buf()), source })?;
+        let at = self.dir.join(self.pins.len().to_string());
+        if meta.is_dir() {
+            std::fs::DirBuilder::new().mode(0o700).create(&at)
+        } else {
+            std::fs::File::create(&at).map(drop)
+        }
+        .map_err(setup_err(Step::RunDir(at.clone())))?;
+        self.pins.push((path.to_path_buf(), at.clone()));
+        Ok(at)
+    }
+
+    /// The pairs for the helper, as JSON.
+    fn arg(&self) -> String {
+        serde_json::to_string(&self.pins).unwrap_or_else(|_| "[]".into())
+    }
+}
+
 fn bind(dest: &Path, src: &Path, writable: bool) -> Value {
     json!({"destination": dest, "type": "bind", "source": src, "options": ["rbind", if writable { "rw" } else { "ro" }, "nosuid", "nodev"]})
 }
 
 /// The OCI runtime configuration of one run.
-fn config(policy: &Policy, p: &Prepared, program: &Path, argv: &[String], bundle: &Path) -> Value {
+fn config(policy: &Policy, p: &Prepared, program: &Path, argv: &[String], stage: &mut Stage) -> Result<Value, SandboxError> {
     let r = &p.resolved;
     let mut mounts = Vec::new();
     let mut writable = r.writable.clone();
     writable.sort_by_key(|w| w.components().count());
     for w in &writable {
-        mounts.push(bind(w, w, true));
+        mounts.push(bind(w, &stage.pin(w)?, true));
     }
+    // A path hidden (or beneath one) gets no bind of its own: runsc does not keep two mounts
+    // on one destination in the order given, and the cover alone is unreadable and
+    // read-only.
+    let hidden = |d: &Path| r.read_deny.iter().any(|(h, _)| d.starts_with(h));
     let mut pins = r.pins.clone();
     pins.sort_by_key(|w| w.components().count());
-    for d in &pins {
-        mounts.push(bind(d, d, true));
+    for d in pins.iter().filter(|d| !hidden(d)) {
+        mounts.push(bind(d, &stage.pin(d)?, true));
     }
-    for d in &r.write_deny {
-        mounts.push(bind(d, d, false));
+    for d in r.write_deny.iter().filter(|d| !hidden(d)) {
+        mounts.push(bind(d, &stage.pin(d)?, false));
     }
     for (d, is_dir) in &r.read_deny {
         // Sockets, FIFOs and devices need no cover: runsc is started with `--host-uds=none`
@@ -284,8 +345,7 @@ fn config(policy: &Policy, p: &Prepared, program: &Path, argv: &[String], bundle
     let mut args = argv.to_vec();
     args[0] = program.display().to_string();
     let hostname = sys::hostname().unwrap_or_else(|| "pinfold".into());
-    let _ = bundle;
-    json!({
+    Ok(json!({
         "ociVersion": "1.0.2",
         "process": {
             "terminal": false,
@@ -301,12 +361,12 @@ fn config(policy: &Policy, p: &Prepared, program: &Path, argv: &[String], bundle
         "hostname": hostname,
         "mounts": mounts,
         "linux": {"namespaces": namespaces},
-    })
+    }))
 }
 
 /// Start runsc (through the helper), hand the proxy listener on, pass signals, wait; the
 /// command's exit status, or why runsc could not run it.
-fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, rootless: bool, hooks: Hooks<'_>) -> Result<i32, SandboxError> {
+fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, stage: &Stage, hooks: Hooks<'_>) -> Result<i32, SandboxError> {
     let Hooks { release, listener, .. } = hooks;
     let proxy = policy.network == Network::Proxy;
     let log = bundle.path.join("runsc.log");
@@ -324,12 +384,13 @@ fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, rootless: bool, hooks:
         "--host-uds=none".into(),
         "--host-fifo=none".into(),
     ];
-    if rootless {
-        // runsc as root of pinfold's user namespace, which maps this user only: without
-        // `--rootless` it would make namespaces the user cannot; cgroups belong to root.
-        runsc_args.push("--rootless".into());
-        runsc_args.push("--ignore-cgroups".into());
-    }
+    // runsc as root of pinfold's user namespace, which maps the caller alone (root too):
+    // `--rootless`, or it would make namespaces it cannot there and switch its sandbox to a
+    // user it cannot map; cgroups belong to the host's root. So runsc never holds a host
+    // capability, and never hands the caller's standard streams to another user (runsc as
+    // the host's root gives them to its sandbox's uid).
+    runsc_args.push("--rootless".into());
+    runsc_args.push("--ignore-cgroups".into());
     runsc_args.extend(["run".into(), "--bundle".into(), bundle.path.display().to_string(), bundle.id.clone()]);
     // Nothing of the command starts before the caller lets it.
     release().map_err(SandboxError::NotReleased)?;
@@ -343,14 +404,17 @@ fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, rootless: bool, hooks:
         .arg("gvisor")
         .arg(theirs.as_raw_fd().to_string())
         .arg(std::process::id().to_string())
-        .arg(if rootless { format!("{uid}:{gid}") } else { "-".into() })
+        .arg(format!("{uid}:{gid}"))
+        .arg(stage.arg())
         .arg(if proxy { policy.proxy_port.to_string() } else { "-".into() })
         .args(&runsc_args)
         // Its own process group: a terminal's Ctrl-C reaches pinfold alone, which passes it
         // to the command through runsc (runsc itself would just die of it).
         .process_group(0)
         .env_clear()
-        .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("PATH", SYSTEM_DIRS)
+        .stdout(relayed(1))
+        .stderr(relayed(2))
         .spawn();
     drop(theirs);
     let mut child = match spawned {
@@ -361,6 +425,7 @@ fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, rootless: bool, hooks:
         }
     };
     let pid = child.id() as libc::pid_t;
+    let relays = [child.stdout.take().map(|o| relay(o, 1)), child.stderr.take().map(|e| relay(e, 2))];
     // The helper says `L` with the listener attached (proxy), then `R` just before it becomes
     // runsc; or `E` and why it failed.
     let mut said = Vec::new();
@@ -408,6 +473,10 @@ fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, rootless: bool, hooks:
     };
     let _ = sys::unblock_signals(FORWARDED);
     drop(sigfd);
+    // Everything that held the pipes has ended with runsc: the relays see the end.
+    for r in relays.into_iter().flatten() {
+        let _ = r.join();
+    }
     let status = status.map_err(setup_err(Step::Poll))?;
     if let Some(why) = failed {
         return Err(SandboxError::child(why));
@@ -428,14 +497,48 @@ fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, rootless: bool, hooks:
     Ok(code)
 }
 
+/// runsc's stream `fd` (1 or 2): the caller's own, except a regular file, which gets a pipe
+/// that [`relay`] copies into it. gVisor writes a host file at offsets of its own, so that
+/// what the command writes would land over what was there (`> log 2>&1`, or output before
+/// pinfold's in the same file); pinfold's writes keep the file's own offset.
+fn relayed(fd: libc::c_int) -> std::process::Stdio {
+    let regular = std::fs::metadata(format!("/proc/self/fd/{fd}")).is_ok_and(|m| m.is_file());
+    if regular { std::process::Stdio::piped() } else { std::process::Stdio::inherit() }
+}
+
+/// Copy `from` into this process's `fd` until the end (or until `fd` cannot be written).
+fn relay(mut from: impl Read + Send + 'static, fd: libc::c_int) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        use std::io::Write;
+        let Ok(to) = sys::dup_cloexec(fd) else { return };
+        let mut to = std::fs::File::from(to);
+        // read and write, not io::copy: that splices, and splice(2) moves the file's offset
+        // without the lock write(2) takes, so stdout and stderr into one file would land on
+        // each other.
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) => return,
+                Ok(n) => {
+                    if to.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    })
+}
+
 /// The last error runsc logged, if any.
 fn runsc_error(log: &Path) -> Option<String> {
     let mut text = String::new();
     std::fs::File::open(log).ok()?.read_to_string(&mut text).ok()?;
     text.lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["level"] == "error" || v["level"] == "fatal")
-        .filter_map(|v| v["msg"].as_str().map(str::to_string))
+        .filter(|v| v["level"] == "error" || v["level"] == "fatal" || v["msg"].as_str().is_some_and(|m| m.contains("FATAL ERROR") || m.starts_with("running container:")))
+        .filter_map(|v| v["msg"].as_str().map(|m| m.trim_start_matches("FATAL ERROR: ").to_string()))
         .last()
 }
 
@@ -443,7 +546,7 @@ fn runsc_error(log: &Path) -> Option<String> {
 /// single-threaded pinfold: die with the parent; make the namespaces; listen for the proxy
 /// and pass the listener back; become runsc.
 pub(crate) fn helper(args: &[String]) -> i32 {
-    let [_, sock, parent, ids, port, runsc @ ..] = args else {
+    let [_, sock, parent, ids, stage, port, runsc @ ..] = args else {
         eprintln!("pinfold: internal helper called with unknown arguments");
         return 2;
     };
@@ -451,7 +554,7 @@ pub(crate) fn helper(args: &[String]) -> i32 {
         eprintln!("pinfold: internal helper called without its socket");
         return 2;
     };
-    match helper_setup(&sock, parent, ids, port) {
+    match helper_setup(&sock, parent, ids, stage, port) {
         Ok(()) => {}
         Err(why) => {
             let _ = sys::send_nosignal(&sock, format!("E{why}").as_bytes());
@@ -501,16 +604,17 @@ fn supervise(runsc: &[String]) -> i32 {
         if ready[0]
             && let Ok(sig) = sys::read_signal(&sigfd)
         {
-            let delivered = std::process::Command::new(prog)
+            // Not waited for here: a `runsc kill` that hangs must not hold up the next signal
+            // or runsc's end (the helper's exit reaps it). Not startable: runsc itself ends
+            // the run.
+            let killer = std::process::Command::new(prog)
                 .args(&runsc[1..run_at])
                 .args(["kill", id, &sig.to_string()])
                 .stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if !delivered {
-                // Not started yet, or gone: runsc itself ends the run.
+                .spawn();
+            if killer.is_err() {
                 let _ = sys::kill(child.id() as libc::pid_t, sig);
             }
         }
@@ -524,20 +628,30 @@ fn supervise(runsc: &[String]) -> i32 {
     }
 }
 
-fn helper_setup(sock: &OwnedFd, parent: &str, ids: &str, port: &str) -> Result<(), String> {
+fn helper_setup(sock: &OwnedFd, parent: &str, ids: &str, stage: &str, port: &str) -> Result<(), String> {
     sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0).map_err(|e| format!("set the death signal: {e}"))?;
     // The parent may have died before the death signal was set.
     if parent.parse::<u32>().ok() != Some(std::os::unix::process::parent_id()) {
         return Err("pinfold ended before runsc started".into());
     }
-    if ids == "-" {
-        sys::unshare(libc::CLONE_NEWNET).map_err(|e| format!("create the network namespace: {e}"))?;
-    } else {
+    {
         let (uid, gid) = ids.split_once(':').ok_or("bad ids")?;
-        sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET).map_err(|e| format!("create namespaces: {e}"))?;
+        sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWNS).map_err(|e| format!("create namespaces: {e}"))?;
         std::fs::write("/proc/self/setgroups", "deny").map_err(|e| format!("write setgroups: {e}"))?;
         std::fs::write("/proc/self/uid_map", format!("0 {uid} 1")).map_err(|e| format!("write uid_map: {e}"))?;
         std::fs::write("/proc/self/gid_map", format!("0 {gid} 1")).map_err(|e| format!("write gid_map: {e}"))?;
+    }
+    // The pinned sources, each opened with no link followed and bound from its descriptor
+    // onto its staging point, in this mount namespace only (runsc inherits it).
+    let pins: Vec<(PathBuf, PathBuf)> = serde_json::from_str(stage).map_err(|e| format!("bad stage: {e}"))?;
+    if !pins.is_empty() {
+        sys::mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None).map_err(|e| format!("make the mounts private: {e}"))?;
+        for (src, at) in &pins {
+            let fd = sys::open_path_no_symlinks(src)
+                .map_err(|e| format!("open {} to bind it (did a command beside this one replace it with a link?): {e}", src.display()))?;
+            let by_fd = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+            sys::mount(Some(&by_fd), at, None, libc::MS_BIND | libc::MS_REC, None).map_err(|e| format!("bind {}: {e}", src.display()))?;
+        }
     }
     if port != "-" {
         let port: u16 = port.parse().map_err(|_| "bad port")?;

@@ -410,6 +410,9 @@ pub enum Step {
     CreatePlaceholder(PathBuf),
     OpenPlaceholder(PathBuf),
     LockPlaceholder(PathBuf),
+    /// Opening a path to bind it (no link followed: one that became a link since it was
+    /// resolved fails here).
+    PinSource(PathBuf),
     SpecPipe,
     PassSpecPipe,
     PassReportPipe,
@@ -429,6 +432,7 @@ impl std::fmt::Display for Step {
             Step::CreatePlaceholder(p) => write!(f, "create the placeholder {}", p.display()),
             Step::OpenPlaceholder(p) => write!(f, "open the placeholder {}", p.display()),
             Step::LockPlaceholder(p) => write!(f, "lock the placeholder {}", p.display()),
+            Step::PinSource(p) => write!(f, "open {} to bind it (did a command beside this one replace it with a link?)", p.display()),
             Step::SpecPipe => f.write_str("create the spec pipe"),
             Step::PassSpecPipe => f.write_str("pass the spec pipe on"),
             Step::PassReportPipe => f.write_str("pass the report pipe on"),

@@ -316,6 +316,10 @@ pub fn held_placeholder(path: &Path) -> bool {
 /// shared `flock` for the whole run.
 struct Held {
     path: PathBuf,
+    /// The directory it is in, opened without following a link anywhere on the way: removal
+    /// goes through it, never through the path (whose parent another run could have swapped
+    /// for a link meanwhile).
+    parent: std::os::fd::OwnedFd,
     is_dir: bool,
     file: std::fs::File,
     created: bool,
@@ -330,23 +334,30 @@ pub(crate) struct Placeholders(Vec<Held>);
 
 impl Placeholders {
     /// Create (or find) the empty placeholder at `path` and hold it. A placeholder found
-    /// mid-removal by another run is made again.
+    /// mid-removal by another run is made again. Every step goes through the parent directory
+    /// opened with no link followed: a directory of the project swapped for a link to
+    /// elsewhere (by a command running beside this run) fails the run instead of having
+    /// pinfold create files there.
     fn hold(&mut self, path: &Path, is_dir: bool) -> Result<(), SandboxError> {
-        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        use std::os::unix::fs::MetadataExt;
+        let (Some(parent_path), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(SandboxError::PlaceholderChanging { path: path.to_path_buf() });
+        };
+        let parent = sys::open_dir_no_symlinks(parent_path).map_err(setup_err(Step::CreatePlaceholder(path.to_path_buf())))?;
         for _ in 0..16 {
             // A file made here is held by the descriptor that made it; a directory, or a
             // placeholder found, is opened (without following a link planted in its place).
             let made = if is_dir {
-                std::fs::DirBuilder::new().mode(0o755).create(path).map(|()| None)
+                sys::mkdirat(&parent, name, 0o755).map(|()| None)
             } else {
-                std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).custom_flags(libc::O_NOFOLLOW).open(path).map(Some)
+                sys::openat(&parent, name, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644).map(Some)
             };
             let (created, made) = match made {
                 Ok(f) => (true, f),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (false, None),
                 Err(source) => return Err(SandboxError::Setup { step: Step::CreatePlaceholder(path.to_path_buf()), source }),
             };
-            let file = match made.map_or_else(|| std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path), Ok) {
+            let file = match made.map_or_else(|| sys::openat(&parent, name, libc::O_RDONLY, 0), Ok) {
                 Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(source) => return Err(SandboxError::Setup { step: Step::OpenPlaceholder(path.to_path_buf()), source }),
@@ -360,12 +371,18 @@ impl Placeholders {
             // killed before it could remove it: this run removes it when it is the last out.
             let created = created || sys::fhasxattr(&file, PLACEHOLDER_MARK);
             sys::flock(&file, libc::LOCK_SH).map_err(setup_err(Step::LockPlaceholder(path.to_path_buf())))?;
-            let (held, now) = (file.metadata(), std::fs::symlink_metadata(path));
-            if let (Ok(h), Ok(n)) = (held, now)
-                && (h.dev(), h.ino()) == (n.dev(), n.ino())
+            // Still what the path names, through no link: the parent's descriptor is the
+            // directory at the path now, and the name in it is what is held.
+            let here = sys::open_dir_no_symlinks(parent_path).and_then(|d| sys::fd_id(&d));
+            let same_parent = matches!((here, sys::fd_id(&parent)), (Ok(a), Ok(b)) if a == b);
+            if let (Ok(h), Ok((dev, ino, _, _)), true) = (file.metadata(), sys::statat(&parent, name), same_parent)
+                && (h.dev(), h.ino()) == (dev, ino)
             {
-                self.0.push(Held { path: path.to_path_buf(), is_dir, file, created });
+                self.0.push(Held { path: path.to_path_buf(), parent, is_dir, file, created });
                 return Ok(());
+            }
+            if !same_parent {
+                return Err(SandboxError::PlaceholderChanging { path: path.to_path_buf() });
             }
             // Removed (or replaced) between our open and our lock: start over.
         }
@@ -385,14 +402,15 @@ impl Drop for Placeholders {
             if sys::flock(&h.file, libc::LOCK_EX | libc::LOCK_NB).is_err() || !sys::fhasxattr(&h.file, PLACEHOLDER_MARK) {
                 continue;
             }
-            let (Ok(held), Ok(now)) = (h.file.metadata(), std::fs::symlink_metadata(&h.path)) else { continue };
-            if (held.dev(), held.ino()) != (now.dev(), now.ino()) {
+            let Some(name) = h.path.file_name() else { continue };
+            let (Ok(held), Ok((dev, ino, mode, size))) = (h.file.metadata(), sys::statat(&h.parent, name)) else { continue };
+            if (held.dev(), held.ino()) != (dev, ino) {
                 continue;
             }
             if h.is_dir {
-                let _ = std::fs::remove_dir(&h.path);
-            } else if now.is_file() && now.len() == 0 {
-                let _ = std::fs::remove_file(&h.path);
+                let _ = sys::unlinkat(&h.parent, name, libc::AT_REMOVEDIR);
+            } else if mode & libc::S_IFMT == libc::S_IFREG && size == 0 {
+                let _ = sys::unlinkat(&h.parent, name, 0);
             }
         }
     }

@@ -764,3 +764,94 @@ pub(crate) fn find_program(name: &str, path: Option<&std::ffi::OsStr>) -> Option
         (m.is_file() && m.permissions().mode() & 0o111 != 0).then_some(p)
     })
 }
+
+/// A new descriptor (close-on-exec) for what `fd` refers to.
+pub fn dup_cloexec(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: fcntl with integer arguments; a descriptor it returns is new and ours.
+    let n = check(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) })?;
+    // SAFETY: `n` is a fresh descriptor this process now owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+}
+
+/// Open the directory `path` (absolute) as an `O_PATH` descriptor, with no symbolic link
+/// followed anywhere on the way (`openat2` with `RESOLVE_NO_SYMLINKS`): a directory swapped
+/// for a link between a look and a use is not followed.
+pub fn open_dir_no_symlinks(path: &Path) -> io::Result<OwnedFd> {
+    let p = cstr(path)?;
+    // SAFETY: an all-zero open_how is valid (no flags, no mode, no resolve bits).
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS;
+    // SAFETY: `p` is NUL-terminated and `how` valid for the call; the size passed is its own.
+    let fd = check_long(unsafe {
+        libc::syscall(libc::SYS_openat2, libc::AT_FDCWD, p.as_ptr(), &how as *const libc::open_how, std::mem::size_of::<libc::open_how>())
+    })?;
+    // SAFETY: openat2 returned a fresh descriptor we now own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+fn name_cstr(name: &std::ffi::OsStr) -> io::Result<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    if name.as_bytes().contains(&b'/') || name.is_empty() {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// `openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC, mode)`: `name` is one component.
+pub fn openat(dir: &impl AsRawFd, name: &std::ffi::OsStr, flags: libc::c_int, mode: libc::mode_t) -> io::Result<std::fs::File> {
+    let n = name_cstr(name)?;
+    // SAFETY: `n` is NUL-terminated; openat returns a fresh descriptor or -1.
+    let fd = check(unsafe { libc::openat(dir.as_raw_fd(), n.as_ptr(), flags | libc::O_NOFOLLOW | libc::O_CLOEXEC, mode as libc::c_uint) })?;
+    // SAFETY: a fresh descriptor we now own.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// `mkdirat(dir, name, mode)`: `name` is one component.
+pub fn mkdirat(dir: &impl AsRawFd, name: &std::ffi::OsStr, mode: libc::mode_t) -> io::Result<()> {
+    let n = name_cstr(name)?;
+    // SAFETY: `n` is NUL-terminated.
+    check(unsafe { libc::mkdirat(dir.as_raw_fd(), n.as_ptr(), mode) }).map(drop)
+}
+
+/// `unlinkat(dir, name, flags)`: `name` is one component (`AT_REMOVEDIR` for a directory).
+pub fn unlinkat(dir: &impl AsRawFd, name: &std::ffi::OsStr, flags: libc::c_int) -> io::Result<()> {
+    let n = name_cstr(name)?;
+    // SAFETY: `n` is NUL-terminated.
+    check(unsafe { libc::unlinkat(dir.as_raw_fd(), n.as_ptr(), flags) }).map(drop)
+}
+
+/// `(device, inode, mode, size)` of `name` in `dir`, the link itself if it is one.
+pub fn statat(dir: &impl AsRawFd, name: &std::ffi::OsStr) -> io::Result<(u64, u64, u32, u64)> {
+    let n = name_cstr(name)?;
+    // SAFETY: an all-zero stat is valid; fstatat fills it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `n` is NUL-terminated and `st` valid for writes.
+    check(unsafe { libc::fstatat(dir.as_raw_fd(), n.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
+    Ok((st.st_dev, st.st_ino, st.st_mode, st.st_size as u64))
+}
+
+/// `(device, inode)` of what `fd` refers to (an `O_PATH` descriptor too).
+pub fn fd_id(fd: &impl AsRawFd) -> io::Result<(u64, u64)> {
+    // SAFETY: an all-zero stat is valid; fstat fills it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is valid for writes.
+    check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// Open `path` (absolute) as an `O_PATH` descriptor with no symbolic link followed anywhere,
+/// the last component included (`openat2`, `RESOLVE_NO_SYMLINKS`).
+pub fn open_path_no_symlinks(path: &Path) -> io::Result<OwnedFd> {
+    let p = cstr(path)?;
+    // SAFETY: an all-zero open_how is valid (no flags, no mode, no resolve bits).
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS;
+    // SAFETY: `p` is NUL-terminated and `how` valid for the call; the size passed is its own.
+    let fd = check_long(unsafe {
+        libc::syscall(libc::SYS_openat2, libc::AT_FDCWD, p.as_ptr(), &how as *const libc::open_how, std::mem::size_of::<libc::open_how>())
+    })?;
+    // SAFETY: openat2 returned a fresh descriptor we now own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
