@@ -7,9 +7,11 @@
 #
 # The bundle: a `pinfold exec --backend gvisor -- sleep` run in the background writes a copy of
 # its OCI configuration (PINFOLD_GVISOR_BUNDLE_COPY) and holds its placeholders while the
-# timed runs go on; the copy, with `true` for the command, is what bare runsc runs, with the
-# flags pinfold gives it. Each bare run goes through `sh -c` for a container id of its own
-# (`$$`), which costs the peer about 1 ms. Needs hyperfine and runsc; run as root.
+# timed runs go on; the copy, with `true` for the command and each bind from its own path
+# (not from pinfold's staging points), is what bare runsc runs, with the
+# flags pinfold gives it, in namespaces like the ones pinfold's helper makes (`unshare`). Each
+# bare run goes through `sh -c` for a container id of its own (`$$`), which costs the peer
+# about 1 ms. Needs hyperfine, runsc and unshare; run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=bench/results
@@ -32,10 +34,16 @@ for _ in $(seq 100); do [ -s "$work/held.json" ] && break; sleep 0.1; done
 import json, sys
 c = json.load(open(sys.argv[1]))
 c["process"]["args"] = [sys.argv[3]]
+# The binds as a bundle written by hand names them: each from its own path (pinfold's helper
+# binds them onto staging points first, from descriptors, which is part of what it adds).
+for m in c["mounts"]:
+    if m.get("type") == "bind" and "/src/" in m["source"]:
+        m["source"] = m["destination"]
 json.dump(c, open(sys.argv[2], "w"))
 PY
 runsc=$(command -v runsc)
-bare="sh -c 'exec $runsc --root $work/runsc-root --network=none --host-uds=none --host-fifo=none run --bundle $work/bundle bench-\$\$'"
+# As pinfold runs it: in a user, network and mount namespace of its own, rootless.
+bare="unshare --user --map-root-user --net --mount sh -c 'exec $runsc --root $work/runsc-root --network=none --host-uds=none --host-fifo=none --rootless --ignore-cgroups run --bundle $work/bundle bench-\$\$'"
 hyperfine -N --warmup 3 --runs "${RUNS:-20}" --export-json "$OLDPWD/$out/backends.json" \
     -n pinfold-exec-gvisor "$bin exec -c $work/no-ledger.toml --backend gvisor -- true" \
     -n runsc-run-same-bundle "$bare" \
