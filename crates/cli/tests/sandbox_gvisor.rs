@@ -211,7 +211,11 @@ fn a_swapped_directory_never_becomes_a_mount_source(u: User) {
         if r.stdout.contains("PINFOLD-TEST-STARTED") {
             started += 1;
         } else {
-            assert!(matches!(r.code, Some(125)), "{}: a run that did not start must be refused (125)\n{}", fx.label(), r.show());
+            // Refused by pinfold (125), or runsc failing to start its sandbox when a mount
+            // point changed under it: runsc then exits 128, and does not always log why
+            // (docs/backends.md, "Known limits"). Either way nothing ran.
+            let runsc_failed = r.code == Some(128) && r.stderr.contains("cannot create sandbox");
+            assert!(r.code == Some(125) || runsc_failed, "{}: a run that did not start must be refused\n{}", fx.label(), r.show());
             refused += 1;
         }
     }

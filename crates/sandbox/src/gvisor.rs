@@ -453,24 +453,10 @@ fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, stage: &Stage, hooks: 
         failed = Some(String::from_utf8_lossy(&said[1..]).trim().to_string());
     }
     drop(ours);
-    let pidfd = sys::pidfd_open(pid).map_err(setup_err(Step::PidfdOpen));
-    let status = loop {
-        let Ok(pidfd) = &pidfd else { break child.wait() };
-        let ready = match sys::poll_read(&[sigfd.as_raw_fd(), pidfd.as_raw_fd()], -1) {
-            Ok(r) => r,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break child.wait(),
-        };
-        if ready[0]
-            && let Ok(sig) = sys::read_signal(&sigfd)
-        {
-            // The helper passes it to the command (`runsc kill`).
-            let _ = sys::kill(pid, sig);
-        }
-        if ready[1] {
-            break child.wait();
-        }
-    };
+    // The helper passes each signal to the command (`runsc kill`).
+    let status = wait_passing_signals(&mut child, &sigfd, |sig| {
+        let _ = sys::kill(pid, sig);
+    });
     let _ = sys::unblock_signals(FORWARDED);
     drop(sigfd);
     // Everything that held the pipes has ended with runsc: the relays see the end.
@@ -495,6 +481,26 @@ fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, stage: &Stage, hooks: 
         return Err(SandboxError::Child { step: format!("runsc: {why}"), hint: Some("`pinfold doctor` checks the gvisor backend") });
     }
     Ok(code)
+}
+
+/// Wait for `child`, handing each signal read from `sigfd` to `pass` meanwhile.
+fn wait_passing_signals(child: &mut std::process::Child, sigfd: &OwnedFd, mut pass: impl FnMut(libc::c_int)) -> std::io::Result<std::process::ExitStatus> {
+    let Ok(pidfd) = sys::pidfd_open(child.id() as libc::pid_t) else { return child.wait() };
+    loop {
+        let ready = match sys::poll_read(&[sigfd.as_raw_fd(), pidfd.as_raw_fd()], -1) {
+            Ok(r) => r,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return child.wait(),
+        };
+        if ready[0]
+            && let Ok(sig) = sys::read_signal(sigfd)
+        {
+            pass(sig);
+        }
+        if ready[1] {
+            return child.wait();
+        }
+    }
 }
 
 /// runsc's stream `fd` (1 or 2): the caller's own, except a regular file, which gets a pipe
@@ -591,37 +597,21 @@ fn supervise(runsc: &[String]) -> i32 {
             return 127;
         }
     };
-    let Ok(pidfd) = sys::pidfd_open(child.id() as libc::pid_t) else {
-        let _ = child.kill();
-        return 2;
-    };
-    let status = loop {
-        let ready = match sys::poll_read(&[sigfd.as_raw_fd(), pidfd.as_raw_fd()], -1) {
-            Ok(r) => r,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break child.wait(),
-        };
-        if ready[0]
-            && let Ok(sig) = sys::read_signal(&sigfd)
-        {
-            // Not waited for here: a `runsc kill` that hangs must not hold up the next signal
-            // or runsc's end (the helper's exit reaps it). Not startable: runsc itself ends
-            // the run.
-            let killer = std::process::Command::new(prog)
-                .args(&runsc[1..run_at])
-                .args(["kill", id, &sig.to_string()])
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn();
-            if killer.is_err() {
-                let _ = sys::kill(child.id() as libc::pid_t, sig);
-            }
+    let runsc_pid = child.id() as libc::pid_t;
+    let status = wait_passing_signals(&mut child, &sigfd, |sig| {
+        // Not waited for here: a `runsc kill` that hangs must not hold up the next signal or
+        // runsc's end (the helper's exit reaps it). Not startable: runsc itself ends the run.
+        let killer = std::process::Command::new(prog)
+            .args(&runsc[1..run_at])
+            .args(["kill", id, &sig.to_string()])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        if killer.is_err() {
+            let _ = sys::kill(runsc_pid, sig);
         }
-        if ready[1] {
-            break child.wait();
-        }
-    };
+    });
     match status {
         Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
         Err(_) => 2,
