@@ -777,10 +777,15 @@ pub fn dup_cloexec(fd: RawFd) -> io::Result<OwnedFd> {
 /// followed anywhere on the way (`openat2` with `RESOLVE_NO_SYMLINKS`): a directory swapped
 /// for a link between a look and a use is not followed.
 pub fn open_dir_no_symlinks(path: &Path) -> io::Result<OwnedFd> {
+    openat2_no_symlinks(path, libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+}
+
+/// `openat2(AT_FDCWD, path, flags)` with `RESOLVE_NO_SYMLINKS`.
+fn openat2_no_symlinks(path: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
     let p = cstr(path)?;
     // SAFETY: an all-zero open_how is valid (no flags, no mode, no resolve bits).
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
+    how.flags = flags as u64;
     how.resolve = libc::RESOLVE_NO_SYMLINKS;
     // SAFETY: `p` is NUL-terminated and `how` valid for the call; the size passed is its own.
     let fd = check_long(unsafe {
@@ -843,15 +848,5 @@ pub fn fd_id(fd: &impl AsRawFd) -> io::Result<(u64, u64)> {
 /// Open `path` (absolute) as an `O_PATH` descriptor with no symbolic link followed anywhere,
 /// the last component included (`openat2`, `RESOLVE_NO_SYMLINKS`).
 pub fn open_path_no_symlinks(path: &Path) -> io::Result<OwnedFd> {
-    let p = cstr(path)?;
-    // SAFETY: an all-zero open_how is valid (no flags, no mode, no resolve bits).
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64;
-    how.resolve = libc::RESOLVE_NO_SYMLINKS;
-    // SAFETY: `p` is NUL-terminated and `how` valid for the call; the size passed is its own.
-    let fd = check_long(unsafe {
-        libc::syscall(libc::SYS_openat2, libc::AT_FDCWD, p.as_ptr(), &how as *const libc::open_how, std::mem::size_of::<libc::open_how>())
-    })?;
-    // SAFETY: openat2 returned a fresh descriptor we now own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    openat2_no_symlinks(path, libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
 }
