@@ -10,9 +10,10 @@
 //! scrubbed environment and the caller's `RLIMIT_NOFILE`.
 //!
 //! `runsc` is started through pinfold's own helper (`__sandbox-helper gvisor`), which dies
-//! with its parent's death signal set and makes a new network namespace (and, for a user
-//! who is not root, a user namespace mapping that user to root, where runsc runs as it would
-//! with `--rootless`). Network off: gVisor's own network stack with nothing but loopback
+//! with its parent, makes a user namespace mapping the caller alone (root too) to root, a
+//! network and a mount namespace, binds the bundle's sources there from descriptors opened
+//! with no link followed (see [`Stage`]), runs `runsc --rootless` and passes signals on with
+//! `runsc kill`. Network off: gVisor's own network stack with nothing but loopback
 //! (`--network=none`). Network through the proxy: the helper listens at
 //! `127.0.0.1:PORT` in its new namespace, hands the listener to the caller, and runsc uses
 //! that namespace as the host network (`--network=host`), where nothing else is reachable.
