@@ -63,8 +63,14 @@ pub(crate) fn parse(source: &str, limits: &Limits) -> Result<CommandTree, Unpars
     let tree = CommandTree { source: padded, commands, functions };
     let len = tree.source.len();
     let outside = |r: &std::ops::Range<usize>| r.end > len;
-    if tree.commands.iter().any(|c| outside(&c.span)) || tree.functions.iter().any(|(_, r)| outside(r)) {
-        // Cannot happen (no token ends in the added newline); fail closed if it ever does.
+    let command_outside = |c: &SimpleCommand| {
+        outside(&c.span)
+            || c.words.iter().any(|w| outside(&w.span))
+            || c.assignments.iter().any(|a| outside(&a.span) || outside(&a.value.span))
+            || c.redirects.iter().any(|r| outside(&r.span) || r.target.as_ref().is_some_and(|t| outside(&t.span)))
+    };
+    if tree.commands.iter().any(command_outside) || tree.functions.iter().any(|(_, r)| outside(r)) {
+        // No token should end in the added newline; fail closed where one does.
         return Err(Unparseable::Syntax { offset: len, detail: "a command reaches past the end of the input".into() });
     }
     Ok(tree)
@@ -628,7 +634,18 @@ impl<'a> Walker<'a> {
                 continue;
             }
             match crate::kind(&k) {
-                "heredoc_start" | "heredoc_end" | "file_descriptor" => {}
+                "heredoc_start" => {
+                    // bash reads a delimiter word like any other, so `<<EOF$(` runs on past
+                    // the newline into the body; the grammar ends the word at the newline.
+                    let t = self.text(k);
+                    if (t.contains("$(") || t.contains("${") || t.contains('`')) && self.error.is_none() {
+                        self.error = Some(Unparseable::Syntax {
+                            offset: self.span(k.byte_range()).start,
+                            detail: "a heredoc delimiter holding a substitution".into(),
+                        });
+                    }
+                }
+                "heredoc_end" | "file_descriptor" => {}
                 "heredoc_body" => self.visit(k),
                 _ if crate::kind(&r) == "heredoc_redirect" && (connector.is_some() || crate::kind(&k) == "pipeline") => {
                     // The grammar folds the rest of the list or pipeline into the heredoc

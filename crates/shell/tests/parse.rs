@@ -372,6 +372,9 @@ const TABLE: &[Row] = &[
     ("cat <<\"EOF\"\n`rm no`\nEOF", Some(&[
         "cat r:<<EOF",
     ])),
+    // bash reads a delimiter with a substitution on past the newline; the grammar stops there.
+    ("export <<EOF$(\nEOF\n$())", None), // syntax error near byte 9: a heredoc delimiter holding a substitution
+    ("cat <<`x`\nbody\n`x`", None),
     ("cat <<EOF\n$(rm yes) `rm yes2`\nEOF", None), // syntax error near byte 20: a command substitution the parser left as text
     ("cat <<-EOF\n\tindented\n\tEOF", Some(&[
         "cat r:<<-EOF",
