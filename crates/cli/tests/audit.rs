@@ -222,8 +222,10 @@ fn show_and_tail_read_across_files() {
 
 /// `pinfold audit tail -f ARGS` on `dir`, its stdout lines delivered on a channel.
 fn follow(dir: &Path, args: &[&str]) -> (std::process::Child, mpsc::Receiver<String>) {
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pinfold"))
-        .args(["audit", "tail", "-f"])
+    // SIGINT as a terminal gives it: a test run started in the background by a shell
+    // without job control inherits SIGINT ignored, and an ignored signal stays ignored.
+    let mut child = std::process::Command::new("env")
+        .args(["--default-signal=INT", env!("CARGO_BIN_EXE_pinfold"), "audit", "tail", "-f"])
         .args(args)
         .env("PINFOLD_STATE_DIR", dir)
         .stdout(Stdio::piped())
