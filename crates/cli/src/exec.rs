@@ -20,9 +20,13 @@ pub struct ExecArgs {
     #[arg(long, value_name = "PRESET")]
     pub(crate) sandbox: Option<String>,
     /// Run on this backend instead of the preset's: process (namespaces, Landlock and
-    /// seccomp on the host kernel) or gvisor (gVisor's runsc). See docs/backends.md.
-    #[arg(long, value_name = "BACKEND", value_parser = clap::builder::PossibleValuesParser::new(["process", "gvisor"]))]
+    /// seccomp on the host kernel), gvisor (gVisor's runsc) or container (Docker or Podman,
+    /// in the preset's `image` or --image). See docs/backends.md.
+    #[arg(long, value_name = "BACKEND", value_parser = clap::builder::PossibleValuesParser::new(["process", "gvisor", "container"]))]
     pub(crate) backend: Option<String>,
+    /// With the container backend: run in this image instead of the preset's `image`.
+    #[arg(long, value_name = "IMAGE")]
+    pub(crate) image: Option<String>,
     /// Also let the command write PATH (repeatable).
     #[arg(long = "write", value_name = "PATH")]
     pub(crate) write: Vec<PathBuf>,
@@ -101,6 +105,7 @@ pub fn run(args: ExecArgs, dirs: &Dirs) -> Result<i32, Error> {
         hook_origin,
         java_tool_options: std::env::var("JAVA_TOOL_OPTIONS").ok(),
         backend: args.backend.as_deref().map(|b| b.parse().expect("clap allows only known backends")),
+        image: args.image.clone(),
     };
     let plan = pinfold_plan::plan(&args.command, &cx, &policy, dirs)?;
     let j = &plan.judgement;

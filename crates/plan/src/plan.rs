@@ -48,6 +48,8 @@ pub struct Context {
     pub java_tool_options: Option<String>,
     /// The backend asked for (`pinfold exec --backend`), over the preset's.
     pub backend: Option<BackendKind>,
+    /// The container image asked for (`pinfold exec --image`), over the preset's `image`.
+    pub image: Option<String>,
 }
 
 /// Everything one `pinfold exec` does, decided before it does any of it.
@@ -220,11 +222,21 @@ pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> R
     }
     let (mut sp, guard, control, mut undo) = sandbox_policy(&preset, cx, config, dirs);
     sp.backend = backend;
+    sp.container = pinfold_sandbox::ContainerSettings {
+        image: cx.image.clone().or_else(|| preset.container.image.clone()),
+        runtime: preset.container.runtime.clone(),
+        cpus: preset.container.cpus,
+        memory: preset.container.memory,
+        pids: preset.container.pids,
+    };
     if !backend.records_changes() {
         undo = None;
         sp.watch.clear();
     }
     record["sandbox"] = serde_json::json!({"preset": preset.name, "backend": backend, "network": sp.network, "writable": sp.writable, "undo": undo.is_some()});
+    if backend == BackendKind::Container {
+        record["sandbox"]["container"] = serde_json::to_value(&sp.container).unwrap_or_default();
+    }
     if sp.network == Network::Proxy {
         record["sandbox"]["hosts"] = preset.network_hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>().into();
     }

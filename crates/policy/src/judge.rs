@@ -650,6 +650,7 @@ impl Policy {
             endpoints: Vec::new(),
             env_keep: Vec::new(),
             backend: "process".into(),
+            container: Default::default(),
             location: Location { file: String::new(), line: 0, col: 0 },
         }
     }

@@ -91,9 +91,27 @@ pub fn merge_presets(presets: &[&SandboxPreset]) -> Option<SandboxPreset> {
         upstream_ca,
         endpoints,
         env_keep,
+        container: merge_container(presets, &backend),
         backend,
         location: Location { file: "merged".into(), line: 0, col: 0 },
     })
+}
+
+/// The container keys of a merged preset: the image of the first preset that names one, the
+/// most isolated runtime (`runsc` over any other), the lowest of each limit.
+fn merge_container(presets: &[&SandboxPreset], backend: &str) -> crate::config::ContainerKeys {
+    if backend != "container" {
+        return Default::default();
+    }
+    let keys: Vec<&crate::config::ContainerKeys> = presets.iter().filter(|p| p.backend == "container").map(|p| &p.container).collect();
+    let runtimes: Vec<&String> = keys.iter().filter_map(|k| k.runtime.as_ref()).collect();
+    crate::config::ContainerKeys {
+        image: keys.iter().find_map(|k| k.image.clone()),
+        runtime: runtimes.iter().find(|r| r.as_str() == "runsc").or(runtimes.first()).map(|r| r.to_string()),
+        cpus: keys.iter().filter_map(|k| k.cpus).reduce(f64::min),
+        memory: keys.iter().filter_map(|k| k.memory).min(),
+        pids: keys.iter().filter_map(|k| k.pids).min(),
+    }
 }
 
 // address-literal: never connected (allowlists merged only)
@@ -113,6 +131,7 @@ mod tests {
             endpoints: vec![],
             env_keep: vec![],
             backend: "process".into(),
+            container: Default::default(),
             location: Location { file: "t".into(), line: 1, col: 1 },
         }
     }

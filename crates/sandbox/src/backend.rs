@@ -5,6 +5,8 @@
 //!   host kernel (the rest of this crate).
 //! * `gvisor`: the same policy written as an OCI bundle and run by `runsc`, so the command
 //!   talks to gVisor's user-space kernel, not the host's (see `gvisor.rs`).
+//! * `container`: a container of a Docker Engine API (Docker, or Podman's compatible
+//!   service) from the image the preset names (see `container/`).
 
 use std::path::PathBuf;
 
@@ -21,16 +23,19 @@ pub enum BackendKind {
     Process,
     /// gVisor's user-space kernel (`runsc`).
     Gvisor,
+    /// A container of a Docker Engine API (Docker, Podman), from an image the preset names.
+    Container,
 }
 
 impl BackendKind {
     /// Every backend this build has, in the order `doctor` lists them.
-    pub const ALL: [BackendKind; 2] = [BackendKind::Process, BackendKind::Gvisor];
+    pub const ALL: [BackendKind; 3] = [BackendKind::Process, BackendKind::Gvisor, BackendKind::Container];
 
     pub fn name(self) -> &'static str {
         match self {
             BackendKind::Process => "process",
             BackendKind::Gvisor => "gvisor",
+            BackendKind::Container => "container",
         }
     }
 
@@ -49,7 +54,7 @@ impl std::fmt::Display for BackendKind {
 
 /// A backend name that is not one of [`BackendKind::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown backend `{0}`: expected one of process, gvisor")]
+#[error("unknown backend `{0}`: expected one of process, gvisor, container")]
 pub struct UnknownBackend(pub String);
 
 impl std::str::FromStr for BackendKind {

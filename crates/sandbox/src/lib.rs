@@ -42,6 +42,7 @@
 
 mod backend;
 mod child;
+pub mod container;
 mod env;
 mod gvisor;
 mod landlock_layer;
@@ -60,6 +61,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use backend::{statuses as backend_statuses, Backend, BackendKind, BackendStatus, UnknownBackend};
+pub use container::{ContainerReport, ContainerSettings};
 pub use gvisor::RUNSC_ENV;
 pub use env::{is_secret_name, SECRET_PATTERNS};
 pub use landlock_layer::{Enforcement, LandlockReport};
@@ -81,6 +83,7 @@ pub fn helper_main(args: &[String]) -> ! {
         Some("probe") => probe::probe_child(),
         Some("run") => child::run(args),
         Some("gvisor") => gvisor::helper(args),
+        Some("container-reap") => container::reap_helper(args),
         _ => {
             eprintln!("pinfold: internal helper called with unknown arguments");
             2
@@ -99,6 +102,7 @@ impl BackendKind {
         match self {
             BackendKind::Process => &backend::ProcessBackend,
             BackendKind::Gvisor => &gvisor::Gvisor,
+            BackendKind::Container => &container::Container,
         }
     }
 }
@@ -166,6 +170,9 @@ pub struct Policy {
     /// Every backend enforces the whole policy or refuses.
     #[serde(default)]
     pub backend: BackendKind,
+    /// The container backend's image, runtime and limits.
+    #[serde(default)]
+    pub container: ContainerSettings,
 }
 
 /// What the caller does while a run goes on (see [`Policy::run_with`]).
@@ -198,6 +205,7 @@ impl Policy {
             proxy_port: DEFAULT_PROXY_PORT,
             watch: Vec::new(),
             backend: BackendKind::Process,
+            container: ContainerSettings::default(),
         }
     }
 
@@ -341,6 +349,9 @@ pub struct SandboxReport {
     pub env_removed: Vec<String>,
     /// Guarantees missing from this run, each with its reason (only with allow_degraded).
     pub degraded: Vec<String>,
+    /// With the container backend: the engine, image, runtime and limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerReport>,
 }
 
 /// Why the sandbox could not be set up: one variant per failure, naming the step and the path,

@@ -850,3 +850,11 @@ pub fn fd_id(fd: &impl AsRawFd) -> io::Result<(u64, u64)> {
 pub fn open_path_no_symlinks(path: &Path) -> io::Result<OwnedFd> {
     openat2_no_symlinks(path, libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
 }
+
+/// Ignore `sig` in this process (a helper that must outlive the terminal's signals).
+pub fn ignore_signal(sig: libc::c_int) {
+    // SAFETY: SIG_IGN installs no handler code; the call only changes this process's table.
+    unsafe {
+        libc::signal(sig, libc::SIG_IGN);
+    }
+}

@@ -19,7 +19,10 @@ pub(crate) const RULE_KEYS: &[&str] = &[
     "allow", "ask", "deny", "message", "fix", "sandbox", "env", "tests", "when",
 ];
 pub(crate) const RULE_TESTS_KEYS: &[&str] = &["allow", "ask", "deny"];
-pub(crate) const PRESET_KEYS: &[&str] = &["backend", "fs", "network", "env"];
+pub(crate) const PRESET_KEYS: &[&str] = &["backend", "fs", "network", "env", "image", "runtime", "cpus", "memory", "pids"];
+
+/// The least memory a container may be given (the Docker Engine refuses less than 6 MiB).
+const MIN_MEMORY: u64 = 6 << 20;
 pub(crate) const FS_KEYS: &[&str] = &["write", "read"];
 pub(crate) const FS_WRITE_KEYS: &[&str] = &["allow", "deny"];
 pub(crate) const FS_READ_KEYS: &[&str] = &["deny"];
@@ -104,6 +107,9 @@ pub(crate) struct PresetDef {
     pub env_keep: Vec<String>,
     /// `backend`: one of [`crate::config::BACKENDS`].
     pub backend: Option<String>,
+    /// `image`, `runtime`, `cpus`, `memory`, `pids`, and where the first of them is written.
+    pub container: crate::config::ContainerKeys,
+    pub container_at: Option<(Location, String)>,
     pub location: Location,
 }
 
@@ -767,6 +773,8 @@ impl Decoder<'_> {
             endpoints: Vec::new(),
             env_keep: Vec::new(),
             backend: None,
+            container: Default::default(),
+            container_at: None,
             location: self.loc(preset.key_pos),
         };
         for e in self.table(&preset.value, path)? {
@@ -845,6 +853,12 @@ impl Decoder<'_> {
                     }
                     def.backend = Some(name.to_string());
                 }
+                "image" | "runtime" | "cpus" | "memory" | "pids" => {
+                    self.container_key(e, &p, &mut def)?;
+                    if def.container_at.is_none() {
+                        def.container_at = Some((self.loc(e.key_pos), p.render()));
+                    }
+                }
                 "env" => {
                     for n in self.table(&e.value, &p)? {
                         let np = p.key(&n.key);
@@ -856,6 +870,21 @@ impl Decoder<'_> {
                 }
                 _ => return Err(self.unknown(e, path, PRESET_KEYS)),
             }
+        }
+        // The container keys limit a container; on another backend they would be ignored.
+        if let Some((location, key_path)) = &def.container_at
+            && def.backend.as_deref() != Some("container")
+        {
+            return Err(ConfigError::Invalid {
+                location: location.clone(),
+                key_path: key_path.clone(),
+                message: format!(
+                    "`{}` applies to backend = \"container\" only; this preset runs on `{}`",
+                    key_path.rsplit('.').next().unwrap_or(key_path),
+                    def.backend.as_deref().unwrap_or("process")
+                ),
+                hint: Some("add backend = \"container\" to the preset, or remove the key".into()),
+            });
         }
         // An endpoint never widens the network: its host must already be reachable.
         for ep in &def.endpoints {
@@ -876,6 +905,64 @@ impl Decoder<'_> {
             }
         }
         Ok(def)
+    }
+
+    /// One of a preset's container keys, checked.
+    fn container_key(&self, e: &Entry<'_>, p: &KeyPath<'_>, def: &mut PresetDef) -> Result<(), ConfigError> {
+        let c = &mut def.container;
+        match &*e.key {
+            "image" => {
+                let s = self.string(&e.value, p)?;
+                if s.is_empty() || s.contains(char::is_whitespace) {
+                    return Err(self.invalid(e.value.pos, p, format!("`{s}` is not an image name"), Some("write a name the engine knows, e.g. \"localhost/pinfold-busybox:1\", or an image ID".into())));
+                }
+                c.image = Some(s.to_string());
+            }
+            "runtime" => {
+                let s = self.string(&e.value, p)?;
+                if s.is_empty() || !s.chars().all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.')) {
+                    return Err(self.invalid(e.value.pos, p, format!("`{s}` is not a runtime name"), Some("write the name the engine registered, e.g. \"runc\" or \"runsc\"".into())));
+                }
+                c.runtime = Some(s.to_string());
+            }
+            "cpus" => {
+                let v = match e.value.value {
+                    Value::Int(Some(i)) => i as f64,
+                    Value::Float(f) => f,
+                    _ => return Err(self.mismatch(&e.value, p, "a number of CPUs")),
+                };
+                if !(v > 0.0 && v <= 4096.0) {
+                    return Err(self.invalid(e.value.pos, p, format!("{v} CPUs is out of range"), Some("give a number above 0, such as 0.5 or 2".into())));
+                }
+                c.cpus = Some(v);
+            }
+            "memory" => {
+                let bytes = match &e.value.value {
+                    Value::Int(Some(i)) => u64::try_from(*i).map_err(|_| self.invalid(e.value.pos, p, format!("{i} bytes is out of range"), None))?,
+                    Value::Str(s) => crate::config::parse_memory(s).map_err(|why| {
+                        self.invalid(e.value.pos, p, format!("invalid memory size: {why}"), Some("write bytes or a number with a unit: \"512MiB\", \"2GiB\"".into()))
+                    })?,
+                    _ => return Err(self.mismatch(&e.value, p, "a size (\"512MiB\") or a number of bytes")),
+                };
+                if bytes < MIN_MEMORY {
+                    return Err(self.invalid(e.value.pos, p, format!("{bytes} bytes is below the least a container may have (6 MiB)"), Some("give at least \"6MiB\"".into())));
+                }
+                c.memory = Some(bytes);
+            }
+            "pids" => {
+                let n = match e.value.value {
+                    Value::Int(Some(i)) => u32::try_from(i).ok().filter(|n| *n >= 1),
+                    Value::Int(None) => None,
+                    _ => return Err(self.mismatch(&e.value, p, "a number of processes")),
+                };
+                let Some(n) = n else {
+                    return Err(self.invalid(e.value.pos, p, "`pids` is out of range".into(), Some("give a whole number from 1 to 4294967295".into())));
+                };
+                c.pids = Some(n);
+            }
+            _ => unreachable!("container_key is called for the container keys only"),
+        }
+        Ok(())
     }
 
     /// `network.hosts`: each entry a [`HostPattern`], no duplicates.

@@ -111,9 +111,9 @@ impl<'a> Parser<'a> {
             return Err(self.error(&format!("invalid number `{token}`")));
         }
         Ok(if token.contains(['.', 'e', 'E']) {
-            Value::Float
+            Value::Float(token.parse().unwrap_or(f64::NAN))
         } else {
-            Value::Int
+            Value::Int(token.parse().ok())
         })
     }
 

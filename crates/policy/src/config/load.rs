@@ -534,6 +534,7 @@ impl<'o> Loader<'o> {
                     .collect(),
                 env_keep: def.env_keep.clone(),
                 backend: def.backend.clone().unwrap_or_else(|| BACKENDS[0].to_string()),
+                container: def.container.clone(),
                 location: def.location.clone(),
             };
             sandboxes.insert(name.clone(), preset);

@@ -221,7 +221,57 @@ impl When {
 /// A named sandbox profile, with paths resolved and `<path:NAME>` expanded.
 /// The backends a preset's `backend` may name, from the least isolated to the most: merging
 /// presets that name different ones takes the later (strictest wins).
-pub const BACKENDS: &[&str] = &["process", "gvisor"];
+pub const BACKENDS: &[&str] = &["process", "gvisor", "container"];
+
+/// A preset's container keys (`image`, `runtime`, `cpus`, `memory`, `pids`), which apply to
+/// `backend = "container"` only.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContainerKeys {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    /// Bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u32>,
+}
+
+impl ContainerKeys {
+    pub fn is_empty(&self) -> bool {
+        *self == ContainerKeys::default()
+    }
+}
+
+/// The size a preset's `memory` gives, in bytes: an integer, or a number with a unit. `K`,
+/// `M`, `G`, `T` and `KiB`…`TiB` are powers of 1024, `KB`…`TB` of 1000, `B` is bytes.
+pub fn parse_memory(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let unit = unit.trim();
+    let scale: u64 = match unit {
+        "" | "B" | "b" => 1,
+        "K" | "k" | "KiB" => 1 << 10,
+        "M" | "m" | "MiB" => 1 << 20,
+        "G" | "g" | "GiB" => 1 << 30,
+        "T" | "t" | "TiB" => 1 << 40,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        _ => return Err(format!("unknown unit `{unit}`")),
+    };
+    let n: f64 = num.parse().map_err(|_| format!("`{t}` is not a size"))?;
+    let bytes = n * scale as f64;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
+        return Err(format!("`{t}` is out of range"));
+    }
+    Ok(bytes as u64)
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SandboxPreset {
@@ -243,6 +293,9 @@ pub struct SandboxPreset {
     /// `backend`: where the preset's commands run, by name (one of [`BACKENDS`]; the sandbox
     /// crate has the implementations).
     pub backend: String,
+    /// With `backend = "container"`: the image, runtime and limits.
+    #[serde(default, skip_serializing_if = "ContainerKeys::is_empty")]
+    pub container: ContainerKeys,
     /// Where the preset is defined (its name).
     pub location: Location,
 }

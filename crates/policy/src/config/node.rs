@@ -23,14 +23,15 @@ pub(crate) struct Node<'a> {
     pub value: Value<'a>,
 }
 
-/// Numbers and dates are kept only as a kind: no key of the schema accepts them, so they only
-/// ever appear in "expected a string, found an integer".
+/// Dates are kept only as a kind: no key of the schema accepts them, so they only ever appear
+/// in "expected a string, found a datetime". Numbers keep their value (`pids`, `cpus`); an
+/// integer too large for an `i128` is `Int(None)`.
 #[derive(Debug)]
 pub(crate) enum Value<'a> {
     Str(Cow<'a, str>),
     Bool(bool),
-    Int,
-    Float,
+    Int(Option<i128>),
+    Float(f64),
     Null,
     Datetime,
     Array(Vec<Node<'a>>),
@@ -42,8 +43,8 @@ impl Value<'_> {
         match self {
             Value::Str(_) => "a string",
             Value::Bool(_) => "a boolean",
-            Value::Int => "an integer",
-            Value::Float => "a float",
+            Value::Int(_) => "an integer",
+            Value::Float(_) => "a float",
             Value::Null => "null",
             Value::Datetime => "a date-time",
             Value::Array(_) => "an array",
@@ -155,8 +156,8 @@ pub(crate) fn parse_toml(text: &str) -> Result<Node<'_>, SyntaxError> {
         }
         let value = match v.into_inner() {
             DeValue::String(s) => Value::Str(s),
-            DeValue::Integer(_) => Value::Int,
-            DeValue::Float(_) => Value::Float,
+            DeValue::Integer(i) => Value::Int(i128::from_str_radix(i.as_str(), i.radix()).ok()),
+            DeValue::Float(f) => Value::Float(f.as_str().replace('_', "").parse().unwrap_or(f64::NAN)),
             DeValue::Boolean(b) => Value::Bool(b),
             DeValue::Datetime(_) => Value::Datetime,
             DeValue::Array(a) => {
@@ -222,20 +223,20 @@ impl<'de> serde::de::Visitor<'de> for YamlVisitor {
     fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
         Ok(Value::Bool(v))
     }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Value::Int)
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(Value::Int(Some(v.into())))
     }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Value::Int)
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Value::Int(Some(v.into())))
     }
-    fn visit_i128<E>(self, _: i128) -> Result<Self::Value, E> {
-        Ok(Value::Int)
+    fn visit_i128<E>(self, v: i128) -> Result<Self::Value, E> {
+        Ok(Value::Int(Some(v)))
     }
-    fn visit_u128<E>(self, _: u128) -> Result<Self::Value, E> {
-        Ok(Value::Int)
+    fn visit_u128<E>(self, v: u128) -> Result<Self::Value, E> {
+        Ok(Value::Int(i128::try_from(v).ok()))
     }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Value::Float)
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(Value::Float(v))
     }
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
         Ok(Value::Null)

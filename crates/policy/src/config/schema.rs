@@ -191,9 +191,23 @@ struct RuleTestsFile {
 #[allow(dead_code)]
 struct SandboxFile {
     /// Where the preset's commands run: `process` (namespaces, Landlock, seccomp on the host
-    /// kernel; the default) or `gvisor` (gVisor's runsc). See docs/backends.md.
+    /// kernel; the default), `gvisor` (gVisor's runsc) or `container` (Docker or Podman).
+    /// See docs/backends.md.
     #[serde(default)]
     backend: BackendName,
+    /// With `backend = "container"`: the image the commands run in (a name or ID the engine
+    /// knows).
+    image: Option<String>,
+    /// With `backend = "container"`: the OCI runtime (`runc` by default, `runsc` for gVisor);
+    /// it must be registered with the engine.
+    runtime: Option<String>,
+    /// With `backend = "container"`: CPUs the container may use (`1.5`).
+    cpus: Option<f64>,
+    /// With `backend = "container"`: the memory limit, bytes or a string such as `"512MiB"`.
+    memory: Option<MemorySize>,
+    /// With `backend = "container"`: most processes and threads at once.
+    #[schemars(range(min = 1))]
+    pids: Option<u32>,
     #[serde(default)]
     fs: FsFile,
     #[serde(default)]
@@ -202,7 +216,7 @@ struct SandboxFile {
     env: EnvFile,
 }
 
-/// The name of a backend: `process` or `gvisor` (docs/backends.md).
+/// The name of a backend: `process`, `gvisor` or `container` (docs/backends.md).
 #[derive(JsonSchema, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 #[allow(dead_code)]
@@ -210,6 +224,16 @@ enum BackendName {
     #[default]
     Process,
     Gvisor,
+    Container,
+}
+
+/// A memory size: bytes, or a number with a unit (`"512MiB"`, `"2GiB"`, `"512M"`).
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum MemorySize {
+    Bytes(u64),
+    Text(String),
 }
 
 #[derive(JsonSchema, Default)]

@@ -1405,6 +1405,62 @@ fn a_preset_names_its_backend() {
     assert_eq!(c.sandboxes["b"].backend, "process");
     let (line, col, message, hint) = invalid(toml("[sandbox.a]\nbackend = \"kvm\"\n"));
     assert_eq!((line, col, message.as_str()), (2, 11, "unknown backend `kvm`"));
-    assert_eq!(hint.as_deref(), Some("use one of: process, gvisor"));
+    assert_eq!(hint.as_deref(), Some("use one of: process, gvisor, container"));
     assert!(toml("[sandbox.a]\nbackend = 3\n").is_err());
+}
+
+#[test]
+fn a_container_preset_names_its_image_runtime_and_limits() {
+    let c = toml("[sandbox.c]\nbackend = \"container\"\nimage = \"localhost/x:1\"\nruntime = \"runsc\"\ncpus = 1.5\nmemory = \"512MiB\"\npids = 256\n").unwrap();
+    let k = &c.sandboxes["c"].container;
+    assert_eq!(k.image.as_deref(), Some("localhost/x:1"));
+    assert_eq!(k.runtime.as_deref(), Some("runsc"));
+    assert_eq!(k.cpus, Some(1.5));
+    assert_eq!(k.memory, Some(512 << 20));
+    assert_eq!(k.pids, Some(256));
+    // Whole numbers of CPUs and bytes are numbers too.
+    let c = toml("[sandbox.c]\nbackend = \"container\"\ncpus = 2\nmemory = 67108864\n").unwrap();
+    assert_eq!((c.sandboxes["c"].container.cpus, c.sandboxes["c"].container.memory), (Some(2.0), Some(64 << 20)));
+    // Each bad value is an error at its place, with what to write instead.
+    for (text, col, want) in [
+        ("memory = \"lots\"", 10, "invalid memory size"),
+        ("memory = \"512QB\"", 10, "unknown unit `QB`"),
+        ("memory = \"1MiB\"", 10, "below the least a container may have"),
+        ("memory = true", 10, "expected a size"),
+        ("cpus = 0", 8, "out of range"),
+        ("cpus = -1.0", 8, "out of range"),
+        ("cpus = \"2\"", 8, "expected a number of CPUs"),
+        ("pids = 0", 8, "out of range"),
+        ("pids = 99999999999", 8, "out of range"),
+        ("pids = 1.5", 8, "expected a number of processes"),
+        ("runtime = \"run c\"", 11, "not a runtime name"),
+        ("image = \"\"", 9, "not an image name"),
+    ] {
+        let (line, c, message, hint) = invalid(toml(&format!("[sandbox.c]\nbackend = \"container\"\n{text}\n")));
+        assert_eq!((line, c), (3, col), "{text}: {message}");
+        assert!(message.contains(want), "{text}: {message}");
+        assert!(hint.is_some() || message.contains("expected"), "{text}: no hint");
+    }
+    // On another backend the keys would limit nothing: an error, not a silent no-op.
+    let (line, col, message, hint) = invalid(toml("[sandbox.p]\nmemory = \"512MiB\"\n"));
+    assert_eq!((line, col), (2, 1));
+    assert!(message.contains("applies to backend = \"container\" only; this preset runs on `process`"), "{message}");
+    assert!(hint.unwrap().contains("backend = \"container\""));
+    let (_, _, message, _) = invalid(toml("[sandbox.g]\nbackend = \"gvisor\"\nimage = \"x\"\n"));
+    assert!(message.contains("runs on `gvisor`"), "{message}");
+}
+
+#[test]
+fn memory_sizes() {
+    use crate::config::parse_memory;
+    assert_eq!(parse_memory("512MiB"), Ok(512 << 20));
+    assert_eq!(parse_memory("512M"), Ok(512 << 20));
+    assert_eq!(parse_memory("2GiB"), Ok(2 << 30));
+    assert_eq!(parse_memory("1.5GiB"), Ok(3 << 29));
+    assert_eq!(parse_memory("100MB"), Ok(100_000_000));
+    assert_eq!(parse_memory("4096"), Ok(4096));
+    assert!(parse_memory("").is_err());
+    assert!(parse_memory("MiB").is_err());
+    assert!(parse_memory("1e999GiB").is_err());
+    assert!(parse_memory("99999999999TiB").is_err());
 }

@@ -1,0 +1,2 @@
+//! Images from local sources (an OCI image layout, a rootfs tarball), verified and imported
+//! through the engine.

@@ -1,0 +1,559 @@
+//! The container backend: the policy written as a container of the Docker Engine API (Docker,
+//! or Podman's compatible service), run from an image the preset names.
+//!
+//! The image's root file system is mounted read-only, with a tmpfs on /tmp (and on the
+//! private TMPDIR). The policy's writable roots are bound in writable at the paths they have
+//! on the host, and the directory the command runs in read-only when no writable root holds
+//! it. Protected paths are bound read-only over themselves, hidden paths covered by an empty
+//! file or directory, placeholders stand in for deny paths that do not exist yet — the same
+//! [`prepare`] the other backends use. No capabilities, `no-new-privileges`, no network.
+//! `cpus`, `memory` and `pids` become the container's cgroup limits; `nofile` and `nproc`
+//! rlimits are always given (Podman needs them).
+//!
+//! A run is one container: created, attached, started, waited for, removed. A reaper process
+//! of its own (`pinfold __sandbox-helper container-reap`) removes it if pinfold dies first.
+
+pub(crate) mod engine;
+pub mod image;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountBindOptions, MountBindOptionsPropagationEnum, MountType, ResourcesUlimits};
+use bollard::query_parameters::{
+    AttachContainerOptions, CreateContainerOptions, InspectContainerOptions, KillContainerOptions, RemoveContainerOptions,
+    WaitContainerOptions,
+};
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use crate::backend::{Backend, BackendKind, BackendStatus};
+use crate::parent::{Prepared, prepare, setup_err};
+use crate::{Hooks, LayerStatus, Network, Outcome, Policy, Prestart, SandboxError, Step, sys};
+use engine::{Engine, err};
+
+/// What a preset says of its containers (`image`, `runtime`, `cpus`, `memory`, `pids`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContainerSettings {
+    /// The image the command runs in: a name the engine knows (`localhost/pinfold-busybox:1`)
+    /// or an image ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The OCI runtime the engine runs it with (`runc` when not given; `runsc` for gVisor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// CPUs the container may use (`1.5`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    /// Memory limit in bytes; swap is not allowed on top.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    /// Most processes (and threads) the container may hold at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u32>,
+}
+
+/// What a container run was, for the report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContainerReport {
+    /// The engine, as it names itself (`Podman Engine 4.3.1`).
+    pub engine: String,
+    pub image: String,
+    /// The image's ID, as the engine resolved the name.
+    pub image_id: String,
+    pub runtime: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u32>,
+    /// The command was killed for going over `memory`: `engine` when the engine said so,
+    /// `likely` when it was killed by SIGKILL that pinfold did not send while a memory limit
+    /// held and the engine did not say why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_killed: Option<String>,
+}
+
+/// The default cap on `nproc` when no `pids` is given: Podman's runc refuses values above
+/// what its own process may set (65,536 failed here, 32,768 worked).
+const NPROC_CAP: u64 = 32_768;
+
+/// The fewest `pids` a runsc container is given: gVisor's sandbox and gofer threads count
+/// against the limit (32 failed to start here, 128 started).
+const RUNSC_MIN_PIDS: u32 = 128;
+
+/// The label every container pinfold makes carries: the pid of the pinfold that made it.
+pub const LABEL: &str = "dev.pinfold.run";
+
+#[derive(Debug)]
+pub(crate) struct Container;
+
+impl Backend for Container {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Container
+    }
+
+    fn status(&self) -> BackendStatus {
+        let socket = match engine::socket() {
+            Ok(s) => s,
+            Err(e) => return BackendStatus { name: "container", available: false, detail: e.to_string(), fix: e.hint().map(str::to_string), program: None },
+        };
+        let about = Engine::connect().and_then(|e| e.about());
+        match about {
+            Ok(a) => {
+                let mut runtimes: Vec<String> = a
+                    .runtimes
+                    .iter()
+                    .filter(|(_, p)| p.as_deref().is_none_or(|p| !p.starts_with('/') || Path::new(p).exists()))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                runtimes.sort();
+                BackendStatus {
+                    name: "container",
+                    available: true,
+                    detail: format!(
+                        "{} at unix://{}{}; runtimes installed: {}",
+                        a.name,
+                        socket.display(),
+                        if a.rootless { " (rootless)" } else { "" },
+                        runtimes.join(", ")
+                    ),
+                    fix: None,
+                    program: Some(socket),
+                }
+            }
+            Err(e) => BackendStatus { name: "container", available: false, detail: e.to_string(), fix: e.hint().map(str::to_string), program: Some(socket) },
+        }
+    }
+
+    fn run(&self, policy: &Policy, argv: &[String], pre: Option<Prestart>, hooks: Hooks<'_>) -> Result<Outcome, SandboxError> {
+        drop(pre);
+        if argv.is_empty() {
+            return Err(SandboxError::NoCommand);
+        }
+        if !policy.watch.is_empty() && hooks.observer.is_some() {
+            return Err(err(
+                "it cannot record changes for undo: the command runs in a container, where pinfold cannot see a change before it happens",
+                "run with the process backend, or turn undo off ([undo] enabled = false)",
+            ));
+        }
+        match policy.network {
+            Network::Off => {}
+            Network::On => {
+                return Err(err(
+                    "a container runs with no network or through the egress proxy; `network = on` would give it the engine's network unfiltered",
+                    "use network = \"off\", or the process backend for unfiltered network",
+                ));
+            }
+            Network::Proxy => {
+                return Err(err(
+                    "the egress proxy is not yet reachable from a container: pinfold refuses rather than run with the network open or the allowlist unenforced",
+                    "use network = \"off\" with the container backend, or the process or gvisor backend for egress through the proxy",
+                ));
+            }
+        }
+        let settings = &policy.container;
+        let Some(image) = settings.image.clone() else {
+            return Err(err("no image: the container backend runs the command in the image the preset names", "set `image` in the preset (see `pinfold image import` and `pinfold image build`)"));
+        };
+        let prepared = prepare(policy)?;
+        let engine = Engine::connect()?;
+        let about = engine::ping(&engine.socket)?;
+        let runtime = settings.runtime.clone().unwrap_or_else(|| "runc".into());
+        if runtime == "runsc" && settings.pids.is_some_and(|n| n < RUNSC_MIN_PIDS) {
+            return Err(err(
+                format!("pids = {} is too few for runsc: gVisor's own threads count against the limit, and it cannot start with fewer than about {RUNSC_MIN_PIDS}", settings.pids.unwrap_or(0)),
+                format!("give pids = {RUNSC_MIN_PIDS} or more with runtime = \"runsc\""),
+            ));
+        }
+        let image_id = engine
+            .rt
+            .block_on(engine.docker.inspect_image(&image))
+            .map_err(|e| err(format!("the image `{image}` is not in {}: {e}", about.name), "import it first: `pinfold image import DIR-OR-TARBALL --name NAME`, or `pinfold image build`"))?
+            .id
+            .unwrap_or_default();
+        let body = create_body(policy, &prepared, &about, &image, &runtime, argv)?;
+        let name = format!("pinfold-{}-{}", std::process::id(), unique());
+        let mut report = prepared.report.clone();
+        let result = launch(&engine, &about, &name, body, &runtime, settings, hooks);
+        drop(prepared);
+        let (code, memory_killed) = result?;
+        report.backend = BackendKind::Container;
+        report.namespaces = Some(LayerStatus::Enforced);
+        report.hygiene = Some(LayerStatus::Enforced);
+        if runtime == "runsc" {
+            report.kernel = Some(format!("gVisor (runsc, through {})", about.name));
+        }
+        if let Some(how) = &memory_killed {
+            let limit = settings.memory.map(human_bytes).unwrap_or_default();
+            eprintln!(
+                "pinfold: the command went over its memory limit ({limit}) and was killed{}",
+                if how == "likely" { " (most likely: it died of SIGKILL that pinfold did not send; the engine did not say why)" } else { "" }
+            );
+        }
+        report.container = Some(ContainerReport {
+            engine: about.name,
+            image,
+            image_id,
+            runtime,
+            cpus: settings.cpus,
+            memory: settings.memory,
+            pids: settings.pids,
+            memory_killed,
+        });
+        Ok(Outcome { code, report, reaper: Default::default() })
+    }
+}
+
+fn unique() -> String {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("{t:08x}")
+}
+
+pub(crate) fn human_bytes(n: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (unit, size) in UNITS {
+        if n >= size && n % size == 0 {
+            return format!("{} {unit}", n / size);
+        }
+    }
+    format!("{n} bytes")
+}
+
+fn bind(target: &Path, source: &Path, read_only: bool) -> Mount {
+    Mount {
+        target: Some(target.display().to_string()),
+        source: Some(source.display().to_string()),
+        typ: Some(MountType::BIND),
+        read_only: Some(read_only),
+        bind_options: Some(MountBindOptions { propagation: Some(MountBindOptionsPropagationEnum::RPRIVATE), ..Default::default() }),
+        ..Default::default()
+    }
+}
+
+/// A path handed to the engine as a bind source: an absolute path without symbolic links in
+/// any component (the engine resolves the path again itself; see docs/backends.md).
+fn checked_source(p: &Path) -> Result<&Path, SandboxError> {
+    sys::open_path_no_symlinks(p).map_err(|e| {
+        err(format!("{} cannot be bound into the container: {e}", p.display()), "a path the policy names must not pass through a symbolic link for the container backend; name the real path")
+    })?;
+    Ok(p)
+}
+
+/// The container's configuration: image, command, environment, user, mounts, limits.
+fn create_body(policy: &Policy, p: &Prepared, about: &engine::Ping, image: &str, runtime: &str, argv: &[String]) -> Result<ContainerCreateBody, SandboxError> {
+    let r = &p.resolved;
+    let mut mounts = Vec::new();
+    let hidden = |d: &Path| r.read_deny.iter().any(|(h, _)| d.starts_with(h));
+    for w in &r.writable {
+        mounts.push(bind(w, checked_source(w)?, false));
+    }
+    for d in r.pins.iter().filter(|d| !hidden(d)) {
+        mounts.push(bind(d, checked_source(d)?, false));
+    }
+    for d in r.write_deny.iter().filter(|d| !hidden(d)) {
+        mounts.push(bind(d, checked_source(d)?, true));
+    }
+    let empty_dir = p.run_dir.join("empty.d");
+    if !empty_dir.is_dir() {
+        std::fs::DirBuilder::new().mode(0o500).create(&empty_dir).or_else(|e| if e.kind() == std::io::ErrorKind::AlreadyExists { Ok(()) } else { Err(e) }).map_err(setup_err(Step::RunDir(empty_dir.clone())))?;
+    }
+    for (d, is_dir) in &r.read_deny {
+        let Ok(meta) = std::fs::metadata(d) else { continue };
+        // Sockets, FIFOs and devices of the host: the container reaches none of them except
+        // through a bind, and only directories and files are bound.
+        if !meta.is_dir() && !meta.is_file() {
+            continue;
+        }
+        if !r.writable.iter().chain(r.pins.iter()).chain(r.write_deny.iter()).any(|w| d.starts_with(w)) && !p.cwd.starts_with(d) && !d.starts_with(&p.cwd) {
+            // Not beneath anything bound in: the image has no such host path to hide.
+            continue;
+        }
+        let cover = if *is_dir { empty_dir.clone() } else { p.run_dir.join("empty") };
+        mounts.push(bind(d, &cover, true));
+    }
+    // The directory the command runs in, read-only, when no writable root holds it.
+    if !r.writable.iter().any(|w| p.cwd.starts_with(w)) {
+        mounts.push(bind(&p.cwd, checked_source(&p.cwd)?, true));
+    }
+    let mut tmpfs = HashMap::new();
+    tmpfs.insert("/tmp".to_string(), "rw,nosuid,nodev,mode=1777".to_string());
+    let user = if about.rootless { "0:0".to_string() } else { format!("{}:{}", p.uid, p.gid) };
+    if policy.private_tmp {
+        // Podman takes no `uid=` for a tmpfs: sticky and open to all, as /tmp; the container's
+        // own, so nothing else shares it.
+        tmpfs.insert(p.tmpdir.display().to_string(), "rw,nosuid,nodev,mode=1777".to_string());
+    }
+    let settings = &policy.container;
+    let (nofile_soft, nofile_hard) = sys::getrlimit(libc::RLIMIT_NOFILE);
+    let (_, nproc_hard) = sys::getrlimit(libc::RLIMIT_NPROC);
+    let nproc = settings.pids.map_or(NPROC_CAP, u64::from).min(nproc_hard).min(NPROC_CAP);
+    let ulimits = vec![
+        ResourcesUlimits { name: Some("nofile".into()), soft: Some(nofile_soft.min(i64::MAX as u64) as i64), hard: Some(nofile_hard.min(i64::MAX as u64) as i64) },
+        ResourcesUlimits { name: Some("nproc".into()), soft: Some(nproc as i64), hard: Some(nproc as i64) },
+    ];
+    let host = HostConfig {
+        mounts: Some(mounts),
+        tmpfs: Some(tmpfs),
+        network_mode: Some("none".into()),
+        cap_drop: Some(vec!["ALL".into()]),
+        security_opt: Some(vec!["no-new-privileges".into()]),
+        readonly_rootfs: Some(true),
+        runtime: Some(runtime.to_string()),
+        ulimits: Some(ulimits),
+        pids_limit: settings.pids.map(i64::from),
+        memory: settings.memory.map(|m| m as i64),
+        memory_swap: settings.memory.map(|m| m as i64),
+        nano_cpus: settings.cpus.map(|c| (c * 1e9) as i64),
+        init: Some(false),
+        auto_remove: Some(false),
+        ..Default::default()
+    };
+    // The scrubbed environment, but the image's PATH: the host's names host directories.
+    let env: Vec<String> = p.env.iter().filter(|(k, _)| k != "PATH").map(|(k, v)| format!("{k}={v}")).collect();
+    let mut labels = HashMap::new();
+    labels.insert(LABEL.to_string(), std::process::id().to_string());
+    Ok(ContainerCreateBody {
+        image: Some(image.to_string()),
+        cmd: Some(argv.to_vec()),
+        entrypoint: Some(Vec::new()),
+        env: Some(env),
+        working_dir: Some(p.cwd.display().to_string()),
+        user: Some(user),
+        attach_stdin: Some(true),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        open_stdin: Some(true),
+        stdin_once: Some(true),
+        tty: Some(false),
+        network_disabled: Some(true),
+        labels: Some(labels),
+        host_config: Some(host),
+        ..Default::default()
+    })
+}
+
+/// Create, attach, start and wait for the container, passing stdio and signals; remove it.
+/// The command's exit code, and whether the memory limit killed it.
+fn launch(
+    engine: &Engine,
+    about: &engine::Ping,
+    name: &str,
+    body: ContainerCreateBody,
+    runtime: &str,
+    settings: &ContainerSettings,
+    hooks: Hooks<'_>,
+) -> Result<(i32, Option<String>), SandboxError> {
+    let docker = &engine.docker;
+    let created = engine
+        .rt
+        .block_on(docker.create_container(Some(CreateContainerOptions { name: Some(name.to_string()), ..Default::default() }), body))
+        .map_err(|e| err(format!("the engine would not create the container: {e}"), "see the engine's message; `pinfold doctor` shows the engine"))?;
+    let id = created.id;
+    // From here on the container exists: whatever happens, it goes.
+    let reaper = Reaper::spawn(&engine.socket, &id);
+    // The runtime, as the engine will use it: an engine may take the field and ignore it
+    // (Podman 4.3's Docker-compatible API does), and a container believed in gVisor but on
+    // runc would be worse than none.
+    let result = match engine::runtime_of(engine, about.podman, &id) {
+        Ok(actual) if actual == runtime => engine.rt.block_on(run_attached(engine, &id, hooks)),
+        Ok(actual) => Err(err(
+            format!("{} would run the container with the runtime `{}`, not `{runtime}` as the preset asks", about.name, if actual.is_empty() { "?" } else { &actual }),
+            if about.podman {
+                format!("Podman takes no runtime per container through this API: serve one with it, `podman --runtime {runtime} system service --time=0 unix:///PATH` (for runsc add `--runtime-flag network=none`), and point DOCKER_HOST at that socket")
+            } else {
+                format!("register `{runtime}` with the engine (\"runtimes\" in daemon.json) or name a runtime it has")
+            },
+        )),
+        Err(e) => Err(e),
+    };
+    let memory_killed = match &result {
+        Ok(code) => memory_verdict(engine, &id, *code, settings),
+        Err(_) => None,
+    };
+    let _ = engine.rt.block_on(docker.remove_container(&id, Some(RemoveContainerOptions { force: true, v: true, ..Default::default() })));
+    if let Some(r) = reaper {
+        r.done();
+    }
+    Ok((result?, memory_killed))
+}
+
+/// Whether the memory limit killed the command: the engine's word when it gives it, else a
+/// SIGKILL pinfold did not send while a memory limit held.
+fn memory_verdict(engine: &Engine, id: &str, code: i32, settings: &ContainerSettings) -> Option<String> {
+    settings.memory?;
+    let state = engine.rt.block_on(engine.docker.inspect_container(id, None::<InspectContainerOptions>)).ok()?.state?;
+    if state.oom_killed == Some(true) {
+        return Some("engine".into());
+    }
+    // pinfold passes on no SIGKILL (it cannot catch one).
+    (code == 128 + libc::SIGKILL).then(|| "likely".into())
+}
+
+async fn run_attached(engine: &Engine, id: &str, hooks: Hooks<'_>) -> Result<i32, SandboxError> {
+    use tokio::io::AsyncWriteExt;
+    let docker = &engine.docker;
+    let attached = docker
+        .attach_container(id, Some(AttachContainerOptions { stream: true, stdin: true, stdout: true, stderr: true, ..Default::default() }))
+        .await
+        .map_err(|e| err(format!("cannot attach to the container: {e}"), "see the engine's message"))?;
+    let mut output = attached.output;
+    let mut input = attached.input;
+    (hooks.release)().map_err(SandboxError::NotReleased)?;
+    if let Err(e) = docker.start_container(id, None).await {
+        return start_failure(&e.to_string());
+    }
+    // Our stdin, to the container's, from a thread (reading a terminal blocks).
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match stdin.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if tx.blocking_send(buf[..n].to_vec()).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    let pump_in = async move {
+        while let Some(chunk) = rx.recv().await {
+            if input.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+        let _ = input.shutdown().await;
+    };
+    let pump_out = async move {
+        while let Some(item) = output.next().await {
+            let Ok(item) = item else { break };
+            let (fd, bytes) = match item {
+                bollard::container::LogOutput::StdErr { message } => (2, message),
+                bollard::container::LogOutput::StdOut { message } | bollard::container::LogOutput::Console { message } => (1, message),
+                bollard::container::LogOutput::StdIn { .. } => continue,
+            };
+            let _ = write_fd(fd, &bytes);
+        }
+    };
+    let pump_in = tokio::spawn(pump_in);
+    let waiting = async {
+        let mut waits = docker.wait_container(id, None::<WaitContainerOptions>);
+        match waits.next().await {
+            Some(Ok(w)) => Ok(w.status_code),
+            Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Ok(code),
+            Some(Err(e)) => Err(err(format!("lost the container while waiting for it: {e}"), "see the engine's log")),
+            None => Err(err("the engine ended the wait without a status", "see the engine's log")),
+        }
+    };
+    // The signals the other backends pass on to the command, passed on to the container.
+    let mut signals: Vec<(libc::c_int, tokio::signal::unix::Signal)> = crate::FORWARDED
+        .iter()
+        .filter_map(|s| Some((*s, tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(*s)).ok()?)))
+        .collect();
+    tokio::pin!(waiting);
+    tokio::pin!(pump_out);
+    let mut out_done = false;
+    let code = loop {
+        let next_signal = futures_util::future::select_all(signals.iter_mut().map(|(n, s)| {
+            let n = *n;
+            Box::pin(async move {
+                s.recv().await;
+                n
+            })
+        }));
+        tokio::select! {
+            c = &mut waiting => break c?,
+            () = &mut pump_out, if !out_done => out_done = true,
+            (n, _, _) = next_signal => {
+                let _ = docker.kill_container(id, Some(KillContainerOptions { signal: n.to_string() })).await;
+            }
+        }
+    };
+    pump_in.abort();
+    // Whatever the command wrote before it ended.
+    if !out_done {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), pump_out).await;
+    }
+    Ok(code.clamp(0, 255) as i32)
+}
+
+/// An engine error from starting the container, as the exit code a shell gives: 127 for a
+/// command that is not there, 126 for one that cannot be executed; anything else an error.
+fn start_failure(message: &str) -> Result<i32, SandboxError> {
+    let m = message.to_ascii_lowercase();
+    if m.contains("executable file not found") || m.contains("no such file or directory") {
+        eprintln!("pinfold: command not found in the container: {message}");
+        return Ok(127);
+    }
+    if m.contains("permission denied") {
+        eprintln!("pinfold: the command cannot be executed in the container: {message}");
+        return Ok(126);
+    }
+    Err(err(format!("the engine could not start the container: {message}"), "see the engine's message"))
+}
+
+fn write_fd(fd: libc::c_int, bytes: &[u8]) -> std::io::Result<()> {
+    if fd == 2 {
+        let mut e = std::io::stderr().lock();
+        e.write_all(bytes)
+    } else {
+        let mut o = std::io::stdout().lock();
+        o.write_all(bytes)?;
+        o.flush()
+    }
+}
+
+/// Removes the container if pinfold dies before it does: a process of its own group, told
+/// the container's ID, that removes it when its stdin closes without `done`.
+struct Reaper {
+    stdin: std::process::ChildStdin,
+    _child: std::process::Child,
+}
+
+impl Reaper {
+    fn spawn(socket: &Path, id: &str) -> Option<Reaper> {
+        use std::os::unix::process::CommandExt;
+        let exe = std::env::current_exe().ok()?;
+        let mut child = std::process::Command::new(exe)
+            .arg(crate::HELPER_ARG)
+            .arg("container-reap")
+            .arg(socket)
+            .arg(id)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .ok()?;
+        let stdin = child.stdin.take()?;
+        Some(Reaper { stdin, _child: child })
+    }
+
+    fn done(mut self) {
+        let _ = self.stdin.write_all(b"done\n");
+    }
+}
+
+/// `pinfold __sandbox-helper container-reap SOCKET ID`: wait for stdin to close; unless it
+/// said `done`, remove the container.
+pub(crate) fn reap_helper(args: &[String]) -> i32 {
+    let (Some(socket), Some(id)) = (args.get(1), args.get(2)) else { return 2 };
+    // Not the terminal's signals: this process outlives the pinfold they stop.
+    for s in [libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGTERM] {
+        sys::ignore_signal(s);
+    }
+    let mut said = Vec::new();
+    let _ = std::io::stdin().read_to_end(&mut said);
+    if said.starts_with(b"done") {
+        return 0;
+    }
+    let Ok(engine) = Engine::connect_at(PathBuf::from(socket)) else { return 1 };
+    let removed = engine.rt.block_on(engine.docker.remove_container(id, Some(RemoveContainerOptions { force: true, v: true, ..Default::default() })));
+    i32::from(removed.is_err())
+}
