@@ -8,6 +8,7 @@
 // Each test file uses part of the support; what one does not use is not dead.
 #![allow(dead_code)]
 
+pub mod container;
 pub mod egress;
 pub mod hook;
 pub mod sandbox;

@@ -162,6 +162,9 @@ impl Fx {
         ] {
             env.insert(k.to_string(), v);
         }
+        if current_backend() == Some("container") {
+            env.insert("DOCKER_HOST".into(), super::container::engine().host.clone());
+        }
         let fx = Fx {
             user,
             name: name.to_string(),
@@ -336,6 +339,9 @@ impl Fx {
         let mut v = vec![pinfold_bin(), "exec".into()];
         if let Some(b) = self.backend {
             v.push(format!("--backend={b}"));
+            if b == "container" {
+                v.push(format!("--image={}", super::container::toolbox_image()));
+            }
         }
         if let Some(c) = &self.config {
             v.push("-c".into());

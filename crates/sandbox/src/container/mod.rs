@@ -15,6 +15,7 @@
 
 pub(crate) mod engine;
 pub mod image;
+mod profile;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -179,11 +180,13 @@ impl Backend for Container {
         let name = format!("pinfold-{}-{}", std::process::id(), unique());
         let mut report = prepared.report.clone();
         let result = launch(&engine, &about, &name, body, &runtime, settings, hooks);
+        let _ = std::fs::remove_file(prepared.run_dir.join(format!("seccomp-{}.json", std::process::id())));
         drop(prepared);
         let (code, memory_killed) = result?;
         report.backend = BackendKind::Container;
         report.namespaces = Some(LayerStatus::Enforced);
         report.hygiene = Some(LayerStatus::Enforced);
+        report.seccomp = crate::seccomp::RULES.iter().filter(|r| !r.network_off_only).map(|r| r.name.to_string()).collect();
         if runtime == "runsc" {
             report.kernel = Some(format!("gVisor (runsc, through {})", about.name));
         }
@@ -295,12 +298,22 @@ fn create_body(policy: &Policy, p: &Prepared, about: &engine::Ping, image: &str,
         ResourcesUlimits { name: Some("nofile".into()), soft: Some(nofile_soft.min(i64::MAX as u64) as i64), hard: Some(nofile_hard.min(i64::MAX as u64) as i64) },
         ResourcesUlimits { name: Some("nproc".into()), soft: Some(nproc as i64), hard: Some(nproc as i64) },
     ];
+    // The process sandbox's seccomp rules over the engine's default profile: Podman reads a
+    // path (the engine is local: its socket is), Docker takes the profile itself.
+    let (seccomp, _) = profile::profile();
+    let seccomp_opt = if about.podman {
+        let path = p.run_dir.join(format!("seccomp-{}.json", std::process::id()));
+        std::fs::write(&path, serde_json::to_vec(&seccomp).map_err(SandboxError::EncodeSpec)?).map_err(setup_err(Step::RunDir(path.clone())))?;
+        format!("seccomp={}", path.display())
+    } else {
+        format!("seccomp={seccomp}")
+    };
     let host = HostConfig {
         mounts: Some(mounts),
         tmpfs: Some(tmpfs),
         network_mode: Some("none".into()),
         cap_drop: Some(vec!["ALL".into()]),
-        security_opt: Some(vec!["no-new-privileges".into()]),
+        security_opt: Some(vec!["no-new-privileges".into(), seccomp_opt]),
         readonly_rootfs: Some(true),
         runtime: Some(runtime.to_string()),
         ulimits: Some(ulimits),
@@ -308,7 +321,9 @@ fn create_body(policy: &Policy, p: &Prepared, about: &engine::Ping, image: &str,
         memory: settings.memory.map(|m| m as i64),
         memory_swap: settings.memory.map(|m| m as i64),
         nano_cpus: settings.cpus.map(|c| (c * 1e9) as i64),
-        init: Some(false),
+        // The engine's init as PID 1 (catatonit, docker-init): the command is not PID 1, so
+        // signals without a handler kill it as they would on the host, and zombies are reaped.
+        init: Some(true),
         auto_remove: Some(false),
         ..Default::default()
     };
@@ -396,10 +411,12 @@ fn memory_verdict(engine: &Engine, id: &str, code: i32, settings: &ContainerSett
 async fn run_attached(engine: &Engine, id: &str, hooks: Hooks<'_>) -> Result<i32, SandboxError> {
     use tokio::io::AsyncWriteExt;
     let docker = &engine.docker;
-    let attached = docker
-        .attach_container(id, Some(AttachContainerOptions { stream: true, stdin: true, stdout: true, stderr: true, ..Default::default() }))
-        .await
-        .map_err(|e| err(format!("cannot attach to the container: {e}"), "see the engine's message"))?;
+    // Podman creates the container's process as it attaches: a command that is not there
+    // fails here.
+    let attached = match docker.attach_container(id, Some(AttachContainerOptions { stream: true, stdin: true, stdout: true, stderr: true, ..Default::default() })).await {
+        Ok(a) => a,
+        Err(e) => return start_failure(&e.to_string()),
+    };
     let mut output = attached.output;
     let mut input = attached.input;
     (hooks.release)().map_err(SandboxError::NotReleased)?;
@@ -430,6 +447,10 @@ async fn run_attached(engine: &Engine, id: &str, hooks: Hooks<'_>) -> Result<i32
         }
         let _ = input.shutdown().await;
     };
+    // The end of what the container wrote to stderr: the engine's init says there why the
+    // command could not start.
+    let tail = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let tail_w = tail.clone();
     let pump_out = async move {
         while let Some(item) = output.next().await {
             let Ok(item) = item else { break };
@@ -438,6 +459,13 @@ async fn run_attached(engine: &Engine, id: &str, hooks: Hooks<'_>) -> Result<i32
                 bollard::container::LogOutput::StdOut { message } | bollard::container::LogOutput::Console { message } => (1, message),
                 bollard::container::LogOutput::StdIn { .. } => continue,
             };
+            if fd == 2
+                && let Ok(mut t) = tail_w.lock()
+            {
+                t.extend_from_slice(&bytes);
+                let excess = t.len().saturating_sub(1024);
+                t.drain(..excess);
+            }
             let _ = write_fd(fd, &bytes);
         }
     };
@@ -480,7 +508,16 @@ async fn run_attached(engine: &Engine, id: &str, hooks: Hooks<'_>) -> Result<i32
     if !out_done {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), pump_out).await;
     }
-    Ok(code.clamp(0, 255) as i32)
+    let code = code.clamp(0, 255) as i32;
+    let tail = tail.lock().map(|t| String::from_utf8_lossy(&t).into_owned()).unwrap_or_default();
+    Ok(init_failure(code, &tail).unwrap_or(code))
+}
+
+/// The exit code a shell would give when the engine's init could not start the command:
+/// catatonit (Podman) exits 1 saying `failed to exec pid1: <why>`.
+fn init_failure(code: i32, stderr_tail: &str) -> Option<i32> {
+    let line = stderr_tail.lines().rev().find(|l| l.contains("failed to exec pid1"))?;
+    (code == 1).then_some(if line.contains("No such file or directory") { 127 } else if line.contains("Permission denied") { 126 } else { return None })
 }
 
 /// An engine error from starting the container, as the exit code a shell gives: 127 for a

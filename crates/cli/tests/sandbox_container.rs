@@ -1,0 +1,300 @@
+//! The adversarial suite of the process sandbox, run again with `pinfold exec
+//! --backend=container`: the same attacks, the same controls, the same look at the host
+//! afterwards, in the test image (the host's own bash, python3, coreutils, git, curl) on a
+//! Podman service the tests start. As root: the engine's socket is root's, and whoever can
+//! reach it is root (see docs/backends.md); an unprivileged user without it is refused.
+//! Cases that cannot apply to a container are listed below, each with why. Then the
+//! container's own guarantees: limits, the runtime, cleanup, refusals.
+
+use std::time::{Duration, Instant};
+
+use crate::support::container::{containers, engine, gvisor_engine, toolbox_image};
+use crate::support::sandbox::{Fx, on_backend};
+use crate::support::{Run, TIMEOUT, User, run_cmd};
+
+/// `#[test] fn case()` running `topic::case` as root in a container.
+macro_rules! in_container {
+    ($($topic:ident :: $case:ident),* $(,)?) => {$(
+        #[test]
+        fn $case() {
+            on_backend("container", || crate::$topic::$case(User::Root))
+        }
+    )*};
+}
+
+mod suite {
+    use super::*;
+    in_container!(
+        // Writes: through links, the protected paths inside the roots.
+        sandbox_writes::write_through_planted_symlink,
+        sandbox_writes::write_through_hardlink_to_own_outside_file,
+        sandbox_writes::git_dir_replaced_by_symlink_before_start,
+        sandbox_writes::git_config_write,
+        sandbox_writes::git_hooks_existing_write,
+        sandbox_writes::git_hooks_new_file,
+        sandbox_writes::pinfold_config_write,
+        sandbox_writes::pinfold_config_new_default_preset,
+        sandbox_writes::pinfold_config_new_under_working_dir,
+        sandbox_writes::planted_policy_file_in_a_subdirectory,
+        sandbox_writes::audit_ledger_out_of_reach,
+        sandbox_writes::shell_rc_files_default_preset,
+        sandbox_writes::deny_path_created_after_start,
+        sandbox_writes::deny_glob_write,
+        sandbox_writes::git_dir_rename,
+        sandbox_writes::git_dir_delete,
+        sandbox_writes::git_init_refused,
+        // Reads and secrets.
+        sandbox_reads::read_secrets_direct,
+        sandbox_reads::read_secrets_via_proc_paths,
+        sandbox_reads::read_secrets_via_symlink,
+        sandbox_reads::read_secrets_via_hardlink,
+        sandbox_reads::secrets_scrubbed_from_environment,
+        // The kernel: privileges, other processes.
+        sandbox_kernel::privileges_no_new_privs_no_caps,
+        sandbox_kernel::process_vm_writev_refused,
+        sandbox_kernel::kill_host_pid,
+        sandbox_kernel::nested_user_namespace,
+        sandbox_kernel::mount_family_syscalls,
+        sandbox_kernel::setns_refused,
+        // The network off.
+        sandbox_network::net_curl_and_dev_tcp,
+        sandbox_network::net_udp_sendto_and_ipv6,
+        sandbox_network::net_dns_query,
+        sandbox_network::abstract_unix_socket,
+        sandbox_network::container_engine_sockets_hidden,
+        // Processes and the command line.
+        sandbox_processes::no_orphans_after_exit,
+        sandbox_exec::exit_status_passthrough,
+        sandbox_exec::exit_127_for_missing_command,
+        sandbox_exec::stdin_passthrough,
+        sandbox_exec::report_json_written,
+        sandbox_exec::flag_write_grants_a_path,
+        sandbox_exec::flag_deny_write_and_deny_read,
+        // Ordinary work.
+        sandbox_exec::work_git_commit_existing_repo,
+        sandbox_exec::work_tmpdir_writable,
+    );
+}
+
+// Not run in a container, and why:
+//
+// - `sandbox_writes::write_outside_roots`: the fixture's HOME and outside directory lie under
+//   /tmp, which a container has as its own tmpfs (and Podman adds one on /var/tmp), so the
+//   writes it expects to fail succeed there and vanish with the container.
+//   `writes_outside_the_roots_never_reach_the_host` checks what matters, the host.
+// - Egress (`egress_*`): the container backend refuses `network = proxy` for now (see
+//   `proxy_and_open_network_are_refused` below): the proxy is not yet reachable from a
+//   container, and pinfold will not run one with the network open instead.
+// - `sandbox_reads::read_secrets_via_inherited_fd`: the command is started by the engine, not
+//   by pinfold; no descriptor of pinfold's caller reaches it (stdio is relayed over the API).
+// - `sandbox_processes::dies_with_parent`, `signals_forwarded`: covered for the container by
+//   `a_killed_pinfold_leaves_no_container` and `signals_reach_the_command` below.
+// - `sandbox_exec::flag_cwd`, `work_make`, `work_python_pycache`, `worktree_*`,
+//   `planted_*_names_no_writable_root`: they run host programs or paths the test image does
+//   not carry (make, a second work tree outside the project).
+// - `sandbox_kernel::io_uring_refused`, `ptrace_refused`, `tiocsti_injection` and the
+//   process backend's own machinery (`reexec_helper_confines_too`, Landlock probes): a
+//   container's seccomp profile is the engine's, not pinfold's; what they guard, the host,
+//   the writes and reads cases above check from the host.
+// - `sandbox_kernel::proc_mem_of_parent_and_host`: the command's parent is the engine's init
+//   inside the container (catatonit), as the command's uid, without capabilities, holding
+//   nothing of pinfold's or the host's; its memory is readable as a process's own child's
+//   would be. Host processes are out of sight (`kill_host_pid`: a pid namespace of its own).
+// - As uid 65534: the engine's socket is root's here. `an_unprivileged_user_without_the_socket_is_refused`
+//   checks the refusal.
+
+/// The preset the container tests run under: the test policy's own, with backend and image.
+fn container_policy(fx: &Fx, extra: &str) -> std::path::PathBuf {
+    let p = fx.base.join("container.toml");
+    fx.put(
+        &p,
+        &format!(
+            "[defaults]\naction = \"allow\"\nsandbox = \"c\"\n\n[sandbox.c]\nbackend = \"container\"\nimage = \"{}\"\nfs.write.allow = [\".\"]\n{extra}",
+            toolbox_image()
+        ),
+    );
+    fx.own();
+    p
+}
+
+fn exec_with(fx: &Fx, policy: &std::path::Path, host: &str, argv: &[&str]) -> Run {
+    let mut full = vec![crate::support::pinfold_bin(), "exec".into(), "-c".into(), Fx::s(policy), "--".into()];
+    full.extend(argv.iter().map(|s| s.to_string()));
+    let mut c = fx.cmd(&full);
+    c.env("DOCKER_HOST", host);
+    run_cmd(c, full.join(" "), None, TIMEOUT)
+}
+
+/// `pids` holds: a fork bomb stops at the limit, the host is untouched, pinfold returns.
+#[test]
+fn a_fork_bomb_stops_at_pids() {
+    let fx = Fx::new(User::Root, "a_fork_bomb_stops_at_pids");
+    let policy = container_policy(&fx, "pids = 64\n");
+    let bomb = "import os, time\nkids = 0\nwhile kids < 500:\n    try:\n        pid = os.fork()\n    except OSError as e:\n        print('refused after', kids, e.strerror); break\n    if pid == 0:\n        time.sleep(30); os._exit(0)\n    kids += 1\nprint('forked', kids)\n";
+    let r = exec_with(&fx, &policy, &engine().host, &["python3", "-c", bomb]);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    let forked: u32 = r.stdout.split_whitespace().nth(2).and_then(|n| n.parse().ok()).unwrap_or(u32::MAX);
+    assert!(r.stdout.starts_with("refused after") && forked < 64, "the limit did not hold: {}", r.show());
+}
+
+/// Writes outside the writable roots never reach the host: not the home, not /var/tmp, not
+/// /etc, not a directory beside the project.
+#[test]
+fn writes_outside_the_roots_never_reach_the_host() {
+    let fx = Fx::new(User::Root, "writes_outside_the_roots_never_reach_the_host");
+    let policy = container_policy(&fx, "");
+    let name = format!("pinfold-escape-{}", std::process::id());
+    let targets = [fx.home.join(&name), fx.out.join(&name), std::path::PathBuf::from("/var/tmp").join(&name), std::path::PathBuf::from("/etc").join(&name)];
+    let script = targets.iter().map(|t| format!("mkdir -p {0}; touch {1}", Fx::s(t.parent().unwrap()), Fx::s(t))).collect::<Vec<_>>().join(" 2>/dev/null; ");
+    let r = exec_with(&fx, &policy, &engine().host, &["bash", "-c", &format!("{script} 2>/dev/null; echo done")]);
+    assert!(r.stdout.contains("done"), "{}", r.show());
+    for t in &targets {
+        assert!(!t.exists(), "{} reached the host: {}", t.display(), r.show());
+    }
+    // The project is writable, and there it lands.
+    let r = exec_with(&fx, &policy, &engine().host, &["bash", "-c", "echo kept > kept.txt"]);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    assert_eq!(std::fs::read_to_string(fx.proj.join("kept.txt")).unwrap_or_default(), "kept\n");
+}
+
+/// `memory` holds: a process that grows past it is killed, and the run says so.
+#[test]
+fn memory_over_the_limit_is_killed_and_reported() {
+    let fx = Fx::new(User::Root, "memory_over_the_limit_is_killed_and_reported");
+    let policy = container_policy(&fx, "memory = \"32MiB\"\n");
+    let report = fx.base.join("report.json");
+    let mut full = vec![crate::support::pinfold_bin(), "exec".into(), "-c".into(), Fx::s(&policy), "--report".into(), Fx::s(&report), "--".into()];
+    full.extend(["python3", "-c", "x = bytearray(256 << 20); print('survived')"].iter().map(|s| s.to_string()));
+    let mut c = fx.cmd(&full);
+    c.env("DOCKER_HOST", &engine().host);
+    let r = run_cmd(c, full.join(" "), None, TIMEOUT);
+    assert_eq!(r.code, Some(137), "{}", r.show());
+    assert!(!r.stdout.contains("survived"), "{}", r.show());
+    assert!(r.stderr.contains("went over its memory limit (32 MiB)"), "{}", r.show());
+    let text = std::fs::read_to_string(&report).expect("report");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let c = if json["container"].is_object() { &json["container"] } else { &json["sandbox"]["container"] };
+    assert_eq!(c["memory"], 32 << 20, "{json:#}");
+    assert!(c["memory_killed"].is_string(), "{json:#}");
+    // Under the limit the same program runs.
+    let r = exec_with(&fx, &policy, &engine().host, &["python3", "-c", "x = bytearray(4 << 20); print('fits')"]);
+    assert_eq!((r.code, r.stdout.trim()), (Some(0), "fits"), "{}", r.show());
+}
+
+/// A runtime the engine would not use is refused before anything runs (Podman 4.3's
+/// Docker-compatible API takes the field and ignores it); on a service that runs runsc the
+/// command runs under gVisor's kernel.
+#[test]
+fn the_runtime_is_the_one_asked_for_or_nothing_runs() {
+    let fx = Fx::new(User::Root, "the_runtime_is_the_one_asked_for_or_nothing_runs");
+    let policy = container_policy(&fx, "runtime = \"runsc\"\n");
+    let r = exec_with(&fx, &policy, &engine().host, &["bash", "-c", "touch ran"]);
+    assert_eq!(r.code, Some(125), "{}", r.show());
+    assert!(r.stderr.contains("would run the container with the runtime `runc`, not `runsc`") && r.stderr.contains("hint:"), "{}", r.show());
+    assert!(!fx.proj.join("ran").exists(), "the command ran under the wrong runtime");
+    let r = exec_with(&fx, &policy, &gvisor_engine().host, &["bash", "-c", "cat /proc/version; touch ran"]);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    assert!(!r.stdout.contains(&std::fs::read_to_string("/proc/version").unwrap()), "the host's kernel answered: {}", r.show());
+    assert!(fx.proj.join("ran").exists(), "{}", r.show());
+    // Too few pids for gVisor's own threads: refused with the number to give.
+    let policy = container_policy(&fx, "runtime = \"runsc\"\npids = 32\n");
+    let r = exec_with(&fx, &policy, &gvisor_engine().host, &["true"]);
+    assert_eq!(r.code, Some(125), "{}", r.show());
+    assert!(r.stderr.contains("pids = 32 is too few for runsc"), "{}", r.show());
+}
+
+/// pinfold killed with SIGKILL mid-run: its reaper removes the container.
+#[test]
+fn a_killed_pinfold_leaves_no_container() {
+    let fx = Fx::new(User::Root, "a_killed_pinfold_leaves_no_container");
+    let policy = container_policy(&fx, "");
+    let mut full = vec![crate::support::pinfold_bin(), "exec".into(), "-c".into(), Fx::s(&policy), "--".into()];
+    full.extend(["bash", "-c", "touch started; sleep 300"].iter().map(|s| s.to_string()));
+    let mut c = fx.cmd(&full);
+    c.env("DOCKER_HOST", &engine().host).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    let mut child = c.spawn().expect("spawn pinfold");
+    let prefix = format!("pinfold-{}-", child.id());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !fx.proj.join("started").exists() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(containers(engine(), &prefix).len(), 1, "no container while it runs");
+    child.kill().expect("SIGKILL pinfold");
+    child.wait().expect("reap");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !containers(engine(), &prefix).is_empty() {
+        assert!(Instant::now() < deadline, "the container outlived pinfold by 60 s: {:?}", containers(engine(), &prefix));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// SIGTERM to pinfold reaches the command in the container, which can answer it.
+#[test]
+fn signals_reach_the_command() {
+    let fx = Fx::new(User::Root, "signals_reach_the_command");
+    let policy = container_policy(&fx, "");
+    let mut full = vec![crate::support::pinfold_bin(), "exec".into(), "-c".into(), Fx::s(&policy), "--".into()];
+    full.extend(["bash", "-c", "trap 'echo got-term > term.txt; exit 7' TERM; touch started; while :; do sleep 0.1; done"].iter().map(|s| s.to_string()));
+    let mut c = fx.cmd(&full);
+    c.env("DOCKER_HOST", &engine().host).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    let mut child = c.spawn().expect("spawn pinfold");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !fx.proj.join("started").exists() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(7), "{status:?}");
+    assert_eq!(std::fs::read_to_string(fx.proj.join("term.txt")).unwrap_or_default().trim(), "got-term");
+}
+
+/// The network is off or through the proxy; `on` and (for now) `proxy` are refused, and
+/// nothing runs.
+#[test]
+fn proxy_and_open_network_are_refused() {
+    let fx = Fx::new(User::Root, "proxy_and_open_network_are_refused");
+    for (net, want) in [("network.allow = true\n", "unfiltered"), ("network.allow = true\nnetwork.hosts = [\"example.test\"]\n", "egress proxy is not yet reachable")] {
+        let policy = container_policy(&fx, net);
+        let r = exec_with(&fx, &policy, &engine().host, &["bash", "-c", "touch ran"]);
+        assert_eq!(r.code, Some(125), "{net}: {}", r.show());
+        assert!(r.stderr.contains(want) && r.stderr.contains("hint:"), "{net}: {}", r.show());
+        assert!(!fx.proj.join("ran").exists(), "{net}: the command ran");
+    }
+}
+
+/// No image, an image the engine lacks, no engine: each a refusal with what to do.
+#[test]
+fn what_is_missing_is_said() {
+    let fx = Fx::new(User::Root, "what_is_missing_is_said");
+    let p = fx.base.join("noimage.toml");
+    fx.put(&p, "[defaults]\naction = \"allow\"\nsandbox = \"c\"\n[sandbox.c]\nbackend = \"container\"\nfs.write.allow = [\".\"]\n");
+    let r = exec_with(&fx, &p, &engine().host, &["true"]);
+    assert_eq!(r.code, Some(125), "{}", r.show());
+    assert!(r.stderr.contains("no image") && r.stderr.contains("set `image`"), "{}", r.show());
+    let p = fx.base.join("missing.toml");
+    fx.put(&p, "[defaults]\naction = \"allow\"\nsandbox = \"c\"\n[sandbox.c]\nbackend = \"container\"\nimage = \"localhost/no-such-image:0\"\n");
+    let r = exec_with(&fx, &p, &engine().host, &["true"]);
+    assert_eq!(r.code, Some(125), "{}", r.show());
+    assert!(r.stderr.contains("the image `localhost/no-such-image:0` is not in") && r.stderr.contains("pinfold image import"), "{}", r.show());
+    let policy = container_policy(&fx, "");
+    let r = exec_with(&fx, &policy, &format!("unix://{}", fx.base.join("no.sock").display()), &["true"]);
+    assert_eq!(r.code, Some(125), "{}", r.show());
+    assert!(r.stderr.contains("does not answer") || r.stderr.contains("cannot connect"), "{}", r.show());
+    let r = exec_with(&fx, &policy, "tcp://127.0.0.1:2375", &["true"]);
+    assert_eq!(r.code, Some(125), "{}", r.show());
+    assert!(r.stderr.contains("not a unix socket"), "{}", r.show());
+}
+
+/// uid 65534 cannot reach root's engine socket: refused, nothing runs, no other backend
+/// stands in.
+#[test]
+fn an_unprivileged_user_without_the_socket_is_refused() {
+    let fx = Fx::new(User::Nobody, "an_unprivileged_user_without_the_socket_is_refused");
+    let policy = container_policy(&fx, "");
+    let r = exec_with(&fx, &policy, &engine().host, &["bash", "-c", "touch ran"]);
+    assert_eq!(r.code, Some(125), "{}", r.show());
+    assert!(r.stderr.contains("the container backend cannot run here"), "{}", r.show());
+    assert!(!fx.proj.join("ran").exists());
+}
