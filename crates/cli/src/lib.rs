@@ -19,6 +19,7 @@ mod errors;
 mod exec;
 mod exit;
 pub mod hook;
+mod image;
 #[cfg(feature = "server")]
 mod mcp;
 #[cfg(feature = "server")]
@@ -81,6 +82,9 @@ enum Command {
     /// (installed, runnable, failing closed), and what to change where not.
     #[command(after_help = "Exit status: 0 every layer is available and every agent in use is guarded, 1 a layer is missing or an agent is not guarded (see `agent hooks`).")]
     Doctor(exec::DoctorArgs),
+    /// Make images for the container backend without a registry: import an OCI layout or a
+    /// rootfs tarball (verified, unpacked safely), or build a small busybox image.
+    Image(image::ImageArgs),
     /// Inspect the configuration format.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -260,6 +264,7 @@ fn run(command: Command, dirs: &Dirs) -> Result<i32, Error> {
         Command::Check(args) => check::run(args, dirs),
         Command::Exec(args) => exec::run(args, dirs),
         Command::Doctor(args) => exec::doctor(args, dirs),
+        Command::Image(args) => image::run(args),
         Command::Hook(args) => hook::run(args, dirs),
         Command::Init(args) => hook::init::run(args, dirs),
         Command::Import(args) => hook::import::run(args),

@@ -34,6 +34,7 @@ mod sandbox_exec;
 // The same attacks on the gVisor backend.
 mod sandbox_gvisor;
 mod sandbox_container;
+mod image;
 mod control_files;
 // `pinfold exec` with a host allowlist: the egress proxy and the credential broker.
 mod egress_allowlist;
