@@ -176,6 +176,10 @@ fn memory_over_the_limit_is_killed_and_reported() {
     let c = if json["container"].is_object() { &json["container"] } else { &json["sandbox"]["container"] };
     assert_eq!(c["memory"], 32 << 20, "{json:#}");
     assert!(c["memory_killed"].is_string(), "{json:#}");
+    // The image ID is the one the engine resolved the name to.
+    let id = std::process::Command::new("podman").args(["image", "inspect", "--format", "{{.Id}}", crate::support::container::toolbox_image()]).output().unwrap();
+    let id = String::from_utf8_lossy(&id.stdout).trim().to_string();
+    assert!(id.len() == 64 && c["image_id"].as_str().is_some_and(|i| i.trim_start_matches("sha256:") == id), "{id} {json:#}");
     // Under the limit the same program runs.
     let r = exec_with(&fx, &policy, &engine().host, &["python3", "-c", "x = bytearray(4 << 20); print('fits')"]);
     assert_eq!((r.code, r.stdout.trim()), (Some(0), "fits"), "{}", r.show());

@@ -181,13 +181,22 @@ pub(crate) fn ping(socket: &Path) -> Result<Ping, SandboxError> {
 /// The OCI runtime the engine will run container `id` with, as the engine itself says:
 /// Podman's own inspect (its Docker-compatible one says `oci` whatever it uses), Docker's
 /// `HostConfig.Runtime`.
-pub(crate) fn runtime_of(engine: &Engine, podman: bool, id: &str) -> Result<String, SandboxError> {
+/// What the engine made of a created container: the runtime it will run it with and the ID of
+/// the image it resolved the name to.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Made {
+    pub runtime: String,
+    pub image_id: String,
+}
+
+pub(crate) fn inspect_made(engine: &Engine, podman: bool, id: &str) -> Result<Made, SandboxError> {
     let asked = |e: &dyn std::fmt::Display| err(format!("cannot ask the engine which runtime the container has: {e}"), "see the engine's log");
     if podman {
         let (_, body) = raw_get(&engine.socket, &format!("/v4.0.0/libpod/containers/{id}/json")).map_err(|e| asked(&e))?;
         let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| asked(&e))?;
-        return Ok(v["OCIRuntime"].as_str().unwrap_or_default().to_string());
+        let field = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+        return Ok(Made { runtime: field("OCIRuntime"), image_id: field("Image") });
     }
     let c = engine.rt.block_on(engine.docker.inspect_container(id, None::<bollard::query_parameters::InspectContainerOptions>)).map_err(|e| asked(&e))?;
-    Ok(c.host_config.and_then(|h| h.runtime).unwrap_or_default())
+    Ok(Made { runtime: c.host_config.and_then(|h| h.runtime).unwrap_or_default(), image_id: c.image.unwrap_or_default() })
 }

@@ -170,19 +170,13 @@ impl Backend for Container {
                 format!("give pids = {RUNSC_MIN_PIDS} or more with runtime = \"runsc\""),
             ));
         }
-        let image_id = engine
-            .rt
-            .block_on(engine.docker.inspect_image(&image))
-            .map_err(|e| err(format!("the image `{image}` is not in {}: {e}", about.name), "import it first: `pinfold image import DIR-OR-TARBALL --name NAME`, or `pinfold image build`"))?
-            .id
-            .unwrap_or_default();
         let body = create_body(policy, &prepared, &about, &image, &runtime, argv)?;
         let name = format!("pinfold-{}-{}", std::process::id(), unique());
         let mut report = prepared.report.clone();
         let result = launch(&engine, &about, &name, body, &runtime, settings, hooks);
         let _ = std::fs::remove_file(prepared.run_dir.join(format!("seccomp-{}.json", std::process::id())));
         drop(prepared);
-        let (code, memory_killed) = result?;
+        let (code, memory_killed, image_id) = result?;
         report.backend = BackendKind::Container;
         report.namespaces = Some(LayerStatus::Enforced);
         report.hygiene = Some(LayerStatus::Enforced);
@@ -361,19 +355,29 @@ fn launch(
     runtime: &str,
     settings: &ContainerSettings,
     hooks: Hooks<'_>,
-) -> Result<(i32, Option<String>), SandboxError> {
+) -> Result<(i32, Option<String>, String), SandboxError> {
     let docker = &engine.docker;
+    let image = body.image.clone().unwrap_or_default();
     let created = engine
         .rt
         .block_on(docker.create_container(Some(CreateContainerOptions { name: Some(name.to_string()), ..Default::default() }), body))
-        .map_err(|e| err(format!("the engine would not create the container: {e}"), "see the engine's message; `pinfold doctor` shows the engine"))?;
+        .map_err(|e| match e {
+            // (Asked at create, not before: one round trip less for every run.)
+            bollard::errors::Error::DockerResponseServerError { status_code: 404, message } => err(
+                format!("the image `{image}` is not in {}: {message}", about.name),
+                "import it first: `pinfold image import DIR-OR-TARBALL --name NAME`, or `pinfold image build`",
+            ),
+            e => err(format!("the engine would not create the container: {e}"), "see the engine's message; `pinfold doctor` shows the engine"),
+        })?;
     let id = created.id;
     // From here on the container exists: whatever happens, it goes.
     let reaper = Reaper::spawn(&engine.socket, &id);
     // The runtime, as the engine will use it: an engine may take the field and ignore it
     // (Podman 4.3's Docker-compatible API does), and a container believed in gVisor but on
     // runc would be worse than none.
-    let result = match engine::runtime_of(engine, about.podman, &id) {
+    let made = engine::inspect_made(engine, about.podman, &id);
+    let image_id = made.as_ref().map(|m| m.image_id.clone()).unwrap_or_default();
+    let result = match made.map(|m| m.runtime) {
         Ok(actual) if actual == runtime => engine.rt.block_on(run_attached(engine, &id, hooks)),
         Ok(actual) => Err(err(
             format!("{} would run the container with the runtime `{}`, not `{runtime}` as the preset asks", about.name, if actual.is_empty() { "?" } else { &actual }),
@@ -393,7 +397,7 @@ fn launch(
     if let Some(r) = reaper {
         r.done();
     }
-    Ok((result?, memory_killed))
+    Ok((result?, memory_killed, image_id))
 }
 
 /// Whether the memory limit killed the command: the engine's word when it gives it, else a
