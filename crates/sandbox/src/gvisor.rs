@@ -561,7 +561,11 @@ pub(crate) fn helper(args: &[String]) -> i32 {
         eprintln!("pinfold: internal helper called without its socket");
         return 2;
     };
-    match helper_setup(&sock, parent, ids, stage, port) {
+    let Some(bundle) = runsc.iter().position(|a| a == "--bundle").and_then(|i| runsc.get(i + 1)) else {
+        eprintln!("pinfold: internal helper called without a bundle");
+        return 2;
+    };
+    match helper_setup(&sock, parent, ids, stage, port, Path::new(bundle)) {
         Ok(()) => {}
         Err(why) => {
             let _ = sys::send_nosignal(&sock, format!("E{why}").as_bytes());
@@ -619,7 +623,7 @@ fn supervise(runsc: &[String]) -> i32 {
     }
 }
 
-fn helper_setup(sock: &OwnedFd, parent: &str, ids: &str, stage: &str, port: &str) -> Result<(), String> {
+fn helper_setup(sock: &OwnedFd, parent: &str, ids: &str, stage: &str, port: &str, bundle: &Path) -> Result<(), String> {
     sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0).map_err(|e| format!("set the death signal: {e}"))?;
     // The parent may have died before the death signal was set.
     if parent.parse::<u32>().ok() != Some(std::os::unix::process::parent_id()) {
@@ -632,16 +636,30 @@ fn helper_setup(sock: &OwnedFd, parent: &str, ids: &str, stage: &str, port: &str
         std::fs::write("/proc/self/uid_map", format!("0 {uid} 1")).map_err(|e| format!("write uid_map: {e}"))?;
         std::fs::write("/proc/self/gid_map", format!("0 {gid} 1")).map_err(|e| format!("write gid_map: {e}"))?;
     }
+    // The host read-only in this mount namespace, but for what runsc writes (its bundle and
+    // /proc) and the pinned sources. runsc's gofer makes the mount point of a bind that is
+    // missing at its destination, following links: a directory of the project swapped for a
+    // link to the home directory between pinfold's check and runsc's setup would have it
+    // create files there (found: an empty `~/zz-marker`). Now such a run fails to start.
+    sys::mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None).map_err(|e| format!("make the mounts private: {e}"))?;
+    sys::mount_setattr_recursive(Path::new("/"), sys::MOUNT_ATTR_RDONLY, 0).map_err(|e| format!("make the host read-only for runsc: {e}"))?;
+    sys::mount_setattr_recursive(Path::new("/proc"), 0, sys::MOUNT_ATTR_RDONLY).map_err(|e| format!("make /proc writable for runsc: {e}"))?;
+    sys::mount(Some(bundle), bundle, None, libc::MS_BIND, None).map_err(|e| format!("bind the bundle {}: {e}", bundle.display()))?;
+    sys::mount_setattr_recursive(bundle, 0, sys::MOUNT_ATTR_RDONLY).map_err(|e| format!("make the bundle writable for runsc: {e}"))?;
     // The pinned sources, each opened with no link followed and bound from its descriptor
-    // onto its staging point, in this mount namespace only (runsc inherits it).
+    // onto its staging point, in this mount namespace only (runsc inherits it), writable
+    // again where the host's mount is.
     let pins: Vec<(PathBuf, PathBuf)> = serde_json::from_str(stage).map_err(|e| format!("bad stage: {e}"))?;
-    if !pins.is_empty() {
-        sys::mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None).map_err(|e| format!("make the mounts private: {e}"))?;
-        for (src, at) in &pins {
-            let fd = sys::open_path_no_symlinks(src)
-                .map_err(|e| format!("open {} to bind it (did a command beside this one replace it with a link?): {e}", src.display()))?;
-            let by_fd = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
-            sys::mount(Some(&by_fd), at, None, libc::MS_BIND | libc::MS_REC, None).map_err(|e| format!("bind {}: {e}", src.display()))?;
+    for (src, at) in &pins {
+        let fd = sys::open_path_no_symlinks(src)
+            .map_err(|e| format!("open {} to bind it (did a command beside this one replace it with a link?): {e}", src.display()))?;
+        let by_fd = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        sys::mount(Some(&by_fd), at, None, libc::MS_BIND | libc::MS_REC, None).map_err(|e| format!("bind {}: {e}", src.display()))?;
+        match sys::mount_setattr_recursive(at, 0, sys::MOUNT_ATTR_RDONLY) {
+            // (A mount read-only on the host stays so.)
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
+            Err(e) => return Err(format!("make {} writable for runsc: {e}", src.display())),
         }
     }
     if port != "-" {
