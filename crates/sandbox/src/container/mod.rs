@@ -378,7 +378,7 @@ fn launch(
     let made = engine::inspect_made(engine, about.podman, &id);
     let image_id = made.as_ref().map(|m| m.image_id.clone()).unwrap_or_default();
     let result = match made.map(|m| m.runtime) {
-        Ok(actual) if actual == runtime => engine.rt.block_on(run_attached(engine, &id, hooks)),
+        Ok(actual) if actual == runtime => engine.rt.block_on(run_attached(engine, about.podman, &id, hooks)),
         Ok(actual) => Err(err(
             format!("{} would run the container with the runtime `{}`, not `{runtime}` as the preset asks", about.name, if actual.is_empty() { "?" } else { &actual }),
             if about.podman {
@@ -404,15 +404,16 @@ fn launch(
 /// SIGKILL pinfold did not send while a memory limit held.
 fn memory_verdict(engine: &Engine, id: &str, code: i32, settings: &ContainerSettings) -> Option<String> {
     settings.memory?;
-    let state = engine.rt.block_on(engine.docker.inspect_container(id, None::<InspectContainerOptions>)).ok()?.state?;
-    if state.oom_killed == Some(true) {
+    // (An engine busy cleaning the container up may not answer: then the exit code says.)
+    let state = engine.rt.block_on(engine.docker.inspect_container(id, None::<InspectContainerOptions>)).ok().and_then(|c| c.state);
+    if state.and_then(|s| s.oom_killed) == Some(true) {
         return Some("engine".into());
     }
     // pinfold passes on no SIGKILL (it cannot catch one).
     (code == 128 + libc::SIGKILL).then(|| "likely".into())
 }
 
-async fn run_attached(engine: &Engine, id: &str, hooks: Hooks<'_>) -> Result<i32, SandboxError> {
+async fn run_attached(engine: &Engine, podman: bool, id: &str, hooks: Hooks<'_>) -> Result<i32, SandboxError> {
     use tokio::io::AsyncWriteExt;
     let docker = &engine.docker;
     // Podman creates the container's process as it attaches: a command that is not there
@@ -455,7 +456,9 @@ async fn run_attached(engine: &Engine, id: &str, hooks: Hooks<'_>) -> Result<i32
     // command could not start.
     let tail = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
     let tail_w = tail.clone();
+    let (eof_tx, eof_rx) = tokio::sync::oneshot::channel::<()>();
     let pump_out = async move {
+        let _eof = eof_tx;
         while let Some(item) = output.next().await {
             let Ok(item) = item else { break };
             let (fd, bytes) = match item {
@@ -483,12 +486,35 @@ async fn run_attached(engine: &Engine, id: &str, hooks: Hooks<'_>) -> Result<i32
             None => Err(err("the engine ended the wait without a status", "see the engine's log")),
         }
     };
+    // Podman's waits poll (250 ms in 4.3, and then its clean-up): when the output ends, its
+    // own inspect says sooner whether the command ended, and how.
+    let stopped = async {
+        let _ = eof_rx.await;
+        if !podman {
+            return std::future::pending().await;
+        }
+        let mut pause = std::time::Duration::from_millis(2);
+        loop {
+            let (socket, path) = (engine.socket.clone(), format!("/v4.0.0/libpod/containers/{id}/json"));
+            let state = tokio::task::spawn_blocking(move || engine::raw_get(&socket, &path)).await;
+            if let Ok(Ok((_, body))) = state
+                && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body)
+                && matches!(v["State"]["Status"].as_str(), Some("stopped" | "exited"))
+                && let Some(code) = v["State"]["ExitCode"].as_i64()
+            {
+                return code;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(std::time::Duration::from_millis(200));
+        }
+    };
     // The signals the other backends pass on to the command, passed on to the container.
     let mut signals: Vec<(libc::c_int, tokio::signal::unix::Signal)> = crate::FORWARDED
         .iter()
         .filter_map(|s| Some((*s, tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(*s)).ok()?)))
         .collect();
     tokio::pin!(waiting);
+    tokio::pin!(stopped);
     tokio::pin!(pump_out);
     let mut out_done = false;
     let code = loop {
@@ -501,6 +527,7 @@ async fn run_attached(engine: &Engine, id: &str, hooks: Hooks<'_>) -> Result<i32
         }));
         tokio::select! {
             c = &mut waiting => break c?,
+            c = &mut stopped => break c,
             () = &mut pump_out, if !out_done => out_done = true,
             (n, _, _) = next_signal => {
                 let _ = docker.kill_container(id, Some(KillContainerOptions { signal: n.to_string() })).await;
