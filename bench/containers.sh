@@ -26,7 +26,7 @@ cp target/x86_64-unknown-linux-gnu/release/pinfold "$work/pinfold"
 bin=$work/pinfold
 mkdir -p "$work/project" "$work/root/bin" "$work/root/tmp" "$work/root/etc"
 sock=$work/podman.sock
-podman system service --time=0 "unix://$sock" 2>"$work/service.log" &
+(cd "$work" && exec podman system service --time=0 "unix://$sock" 2>"$work/service.log") &
 svc=$!
 keep=
 trap '[ -n "$keep" ] && podman rm -f -t 0 "$keep" >/dev/null 2>&1; kill $svc 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT

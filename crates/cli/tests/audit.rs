@@ -302,29 +302,34 @@ fn tail_follow_prints_new_records_across_rotations() {
 fn tail_follow_ends_quietly_when_its_reader_goes() {
     let dir = rotated(3);
     let d = dir.path();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pinfold"))
-        .args(["audit", "tail", "--follow", "--limit", "1"])
+    // The pipe is bash's, not this process's: a pipe made here could be copied into a child
+    // another test thread forks at that moment, and a reader left anywhere keeps tail going.
+    let out = d.join("out");
+    let mut child = std::process::Command::new("bash")
+        .args(["-c", r#""$1" audit tail --follow --limit 1 2>"$2.err" | head -n 1 >"$2.line"; echo "${PIPESTATUS[0]}" >"$2.code""#, "-"])
+        .arg(env!("CARGO_BIN_EXE_pinfold"))
+        .arg(&out)
         .env("PINFOLD_STATE_DIR", d)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert!(line.contains("checkpoint"), "{line}");
-    drop(stdout);
-    // Its next write finds the pipe closed.
-    Ledger::open(d).unwrap().with_fsync(false).append(Record::new("check", json!({"command": "ls"}))).unwrap();
+    let read = |ext: &str| std::fs::read_to_string(d.join(format!("out.{ext}"))).unwrap_or_default();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
+    while !read("line").ends_with('\n') {
+        assert!(std::time::Instant::now() < deadline, "tail -f printed nothing: {}", read("err"));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(read("line").contains("checkpoint"), "{}", read("line"));
+    // head has gone: tail's next write finds the pipe closed.
+    Ledger::open(d).unwrap().with_fsync(false).append(Record::new("check", json!({"command": "ls"}))).unwrap();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
         }
         assert!(std::time::Instant::now() < deadline, "tail -f kept running with nobody reading");
         std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-    assert_eq!((status.code(), err), (Some(0), String::new()));
+    }
+    assert_eq!((read("code").trim().to_string(), read("err")), ("0".to_string(), String::new()));
 }

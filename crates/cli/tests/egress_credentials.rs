@@ -204,6 +204,7 @@ fn exec_raw(
     env: &[(&str, &str)],
 ) -> Run {
     let mut full = vec![pinfold_bin(), "exec".into()];
+    full.extend(w.backend_flags());
     full.extend(flags.iter().map(|s| s.to_string()));
     full.extend(["-c".into(), policy.display().to_string(), "--".into()]);
     full.extend(argv.iter().cloned());

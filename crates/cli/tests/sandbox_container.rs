@@ -62,6 +62,12 @@ mod suite {
         sandbox_network::net_dns_query,
         sandbox_network::abstract_unix_socket,
         sandbox_network::container_engine_sockets_hidden,
+        // The network through the egress proxy: allowlist, records, credentials.
+        egress_allowlist::allowed_host_is_forwarded_and_recorded,
+        egress_allowlist::bypassing_the_proxy_reaches_nothing,
+        egress_allowlist::udp_and_dns_reach_nothing,
+        egress_credentials::credential_injected_only_for_the_endpoint,
+        egress_credentials::credential_never_enters_the_sandbox,
         // Processes and the command line.
         sandbox_processes::no_orphans_after_exit,
         sandbox_exec::exit_status_passthrough,
@@ -82,9 +88,6 @@ mod suite {
 //   /tmp, which a container has as its own tmpfs (and Podman adds one on /var/tmp), so the
 //   writes it expects to fail succeed there and vanish with the container.
 //   `writes_outside_the_roots_never_reach_the_host` checks what matters, the host.
-// - Egress (`egress_*`): the container backend refuses `network = proxy` for now (see
-//   `proxy_and_open_network_are_refused` below): the proxy is not yet reachable from a
-//   container, and pinfold will not run one with the network open instead.
 // - `sandbox_reads::read_secrets_via_inherited_fd`: the command is started by the engine, not
 //   by pinfold; no descriptor of pinfold's caller reaches it (stdio is relayed over the API).
 // - `sandbox_processes::dies_with_parent`, `signals_forwarded`: covered for the container by
@@ -254,14 +257,18 @@ fn signals_reach_the_command() {
     assert_eq!(std::fs::read_to_string(fx.proj.join("term.txt")).unwrap_or_default().trim(), "got-term");
 }
 
-/// The network is off or through the proxy; `on` and (for now) `proxy` are refused, and
-/// nothing runs.
+/// The network is off or through the egress proxy. `on` is refused, and so is the proxy on
+/// runsc (gVisor's network stack would not be the namespace that holds the proxy): nothing
+/// runs.
 #[test]
-fn proxy_and_open_network_are_refused() {
-    let fx = Fx::new(User::Root, "proxy_and_open_network_are_refused");
-    for (net, want) in [("network.allow = true\n", "unfiltered"), ("network.allow = true\nnetwork.hosts = [\"example.test\"]\n", "egress proxy is not yet reachable")] {
+fn open_network_and_the_proxy_on_runsc_are_refused() {
+    let fx = Fx::new(User::Root, "open_network_and_the_proxy_on_runsc_are_refused");
+    for (net, host, want) in [
+        ("network.allow = true\n", &engine().host, "unfiltered"),
+        ("network.allow = true\nnetwork.hosts = [\"example.test\"]\nruntime = \"runsc\"\n", &gvisor_engine().host, "not reachable from a container on runsc"),
+    ] {
         let policy = container_policy(&fx, net);
-        let r = exec_with(&fx, &policy, &engine().host, &["bash", "-c", "touch ran"]);
+        let r = exec_with(&fx, &policy, host, &["bash", "-c", "touch ran"]);
         assert_eq!(r.code, Some(125), "{net}: {}", r.show());
         assert!(r.stderr.contains(want) && r.stderr.contains("hint:"), "{net}: {}", r.show());
         assert!(!fx.proj.join("ran").exists(), "{net}: the command ran");

@@ -84,6 +84,7 @@ pub fn helper_main(args: &[String]) -> ! {
         Some("run") => child::run(args),
         Some("gvisor") => gvisor::helper(args),
         Some("container-reap") => container::reap_helper(args),
+        Some("container-netns") => container::netns_helper(args),
         _ => {
             eprintln!("pinfold: internal helper called with unknown arguments");
             2

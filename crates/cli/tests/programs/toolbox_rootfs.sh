@@ -50,7 +50,11 @@ cp -a /usr/lib/python3.11 "$root/usr/lib/"
 rm -rf "$root/usr/lib/python3.11/test" "$root/usr/lib/python3.11/__pycache__"
 mkdir -p "$root/usr/share"
 cp -a /usr/share/git-core "$root/usr/share/" 2>/dev/null || true
-cp -a "$(git --exec-path)" "$root/usr/lib/" 2>/dev/null || true
+# Where this git looks for its helpers (/usr/lib/git-core, or /usr/local/libexec/git-core
+# for a git built on the host).
+exec_path=$(git --exec-path)
+mkdir -p "$root$(dirname "$exec_path")"
+cp -a "$exec_path" "$root$(dirname "$exec_path")/"
 # Users root and nobody, and a hosts file.
 printf 'root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n' >"$root/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"

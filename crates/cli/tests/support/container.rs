@@ -31,8 +31,11 @@ fn start(flags: &[&str]) -> Engine {
         socket.display()
     );
     let log = std::fs::File::create(dir.path().join("service.log")).expect("log");
+    // In its own directory: conmon writes an `oom` file into its working directory when a
+    // container's memory limit kills it.
     Command::new("setsid")
         .args(["bash", "-c", &service])
+        .current_dir(dir.path())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)

@@ -586,12 +586,28 @@ impl World {
             .envs(&self.env)
             .envs(extra_env.iter().copied())
             .current_dir(&self.proj);
+        if self.backend == Some("container") {
+            c.env("DOCKER_HOST", &super::container::engine().host);
+        }
         c
     }
 
     /// The control: `argv` on the host, without pinfold (and so without any proxy variable).
     pub fn control(&self, argv: &[String]) -> Run {
         run_cmd(self.cmd(argv, &[]), argv.join(" "), None, TIMEOUT)
+    }
+
+    /// `--backend=B` (and the test image for a container) when the case runs on another
+    /// backend than the process one.
+    pub fn backend_flags(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if let Some(b) = self.backend {
+            v.push(format!("--backend={b}"));
+            if b == "container" {
+                v.push(format!("--image={}", super::container::toolbox_image()));
+            }
+        }
+        v
     }
 
     /// `pinfold exec -c POLICY -- ARGV…` as the case's user.
@@ -606,9 +622,7 @@ impl World {
             "-c".into(),
             policy.display().to_string(),
         ];
-        if let Some(b) = self.backend {
-            full.push(format!("--backend={b}"));
-        }
+        full.extend(self.backend_flags());
         full.push("--".into());
         full.extend(argv.iter().cloned());
         let r = run_cmd(self.cmd(&full, extra_env), full.join(" "), None, TIMEOUT);

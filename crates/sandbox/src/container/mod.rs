@@ -149,12 +149,7 @@ impl Backend for Container {
                     "use network = \"off\", or the process backend for unfiltered network",
                 ));
             }
-            Network::Proxy => {
-                return Err(err(
-                    "the egress proxy is not yet reachable from a container: pinfold refuses rather than run with the network open or the allowlist unenforced",
-                    "use network = \"off\" with the container backend, or the process or gvisor backend for egress through the proxy",
-                ));
-            }
+            Network::Proxy => {}
         }
         let settings = &policy.container;
         let Some(image) = settings.image.clone() else {
@@ -170,10 +165,36 @@ impl Backend for Container {
                 format!("give pids = {RUNSC_MIN_PIDS} or more with runtime = \"runsc\""),
             ));
         }
-        let body = create_body(policy, &prepared, &about, &image, &runtime, argv)?;
+        // With the egress proxy: a network namespace of pinfold's holding loopback and the
+        // proxy's listener, nothing else, which the container joins.
+        let netns = if policy.network == Network::Proxy {
+            if !about.podman {
+                return Err(err(
+                    format!("the egress proxy is reached from a container through a network namespace pinfold makes, and {} cannot put a container in one", about.name),
+                    "use Podman's service, or the process or gvisor backend for egress through the proxy",
+                ));
+            }
+            if runtime == "runsc" {
+                return Err(err(
+                    "the egress proxy is not reachable from a container on runsc: gVisor's network stack is its own, not the namespace pinfold makes",
+                    "use the gvisor backend (backend = \"gvisor\") for gVisor with egress through the proxy",
+                ));
+            }
+            let mut hooks_listener = |l| (hooks.listener)(l);
+            Some(NetNs::make(policy.proxy_port, &mut hooks_listener)?)
+        } else {
+            None
+        };
+        let mut body = create_body(policy, &prepared, &about, &image, &runtime, argv)?;
+        if let Some(ns) = &netns {
+            let host = body.host_config.get_or_insert_with(Default::default);
+            host.network_mode = Some(format!("ns:/proc/{}/ns/net", ns.pid));
+            body.network_disabled = Some(false);
+        }
         let name = format!("pinfold-{}-{}", std::process::id(), unique());
         let mut report = prepared.report.clone();
         let result = launch(&engine, &about, &name, body, &runtime, settings, hooks);
+        drop(netns);
         let _ = std::fs::remove_file(prepared.run_dir.join(format!("seccomp-{}.json", std::process::id())));
         drop(prepared);
         let (code, memory_killed, image_id) = result?;
@@ -271,6 +292,16 @@ fn create_body(policy: &Policy, p: &Prepared, about: &engine::Ping, image: &str,
         }
         let cover = if *is_dir { empty_dir.clone() } else { p.run_dir.join("empty") };
         mounts.push(bind(d, &cover, true));
+    }
+    // The egress proxy's CA bundle (credential endpoints), read-only where the variables that
+    // name it say: it is written to the host's temp dir, which a container does not see.
+    if policy.network == Network::Proxy
+        && let Some((_, ca)) = p.env.iter().find(|(k, _)| k == "SSL_CERT_FILE")
+    {
+        let ca = Path::new(ca);
+        if ca.is_absolute() && ca.is_file() && !r.writable.iter().any(|w| ca.starts_with(w)) {
+            mounts.push(bind(ca, checked_source(ca)?, true));
+        }
     }
     // The directory the command runs in, read-only, when no writable root holds it.
     if !r.writable.iter().any(|w| p.cwd.starts_with(w)) {
@@ -624,4 +655,109 @@ pub(crate) fn reap_helper(args: &[String]) -> i32 {
     let Ok(engine) = Engine::connect_at(PathBuf::from(socket)) else { return 1 };
     let removed = engine.rt.block_on(engine.docker.remove_container(id, Some(RemoveContainerOptions { force: true, v: true, ..Default::default() })));
     i32::from(removed.is_err())
+}
+
+/// The network namespace a container with the egress proxy joins: made by a helper process
+/// (`pinfold __sandbox-helper container-netns`) in a user namespace mapping the caller alone,
+/// holding loopback and the proxy's listener, kept while the helper lives. The helper ends
+/// when this is dropped (its socket closes) or when pinfold dies.
+struct NetNs {
+    pid: u32,
+    child: std::process::Child,
+    _sock: std::os::fd::OwnedFd,
+}
+
+impl NetNs {
+    fn make(port: u16, listener: &mut dyn FnMut(std::net::TcpListener)) -> Result<NetNs, SandboxError> {
+        use std::os::fd::AsRawFd;
+        let (ours, theirs) = sys::socketpair().map_err(setup_err(Step::ReportChannel))?;
+        sys::clear_cloexec(theirs.as_raw_fd()).map_err(setup_err(Step::PassReportPipe))?;
+        let (uid, gid) = sys::ids();
+        let exe = std::env::current_exe().map_err(setup_err(Step::FindExecutable))?;
+        let mut cmd = std::process::Command::new(exe);
+        cmd.arg(crate::HELPER_ARG)
+            .arg("container-netns")
+            .arg(theirs.as_raw_fd().to_string())
+            .arg(std::process::id().to_string())
+            .arg(format!("{uid}:{gid}"))
+            .arg(port.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let child = cmd.spawn().map_err(setup_err(Step::StartHelper))?;
+        drop(theirs);
+        let mut ns = NetNs { pid: child.id(), child, _sock: ours };
+        let mut buf = [0u8; 512];
+        match sys::recv_with_fds(&ns._sock, &mut buf) {
+            Ok((n, fds)) if n > 0 && buf[0] == b'L' => match fds.into_iter().next() {
+                Some(fd) => listener(std::net::TcpListener::from(fd)),
+                None => return Err(err("the network namespace's helper sent no listener", "see `pinfold doctor`")),
+            },
+            Ok((n, _)) if n > 0 && buf[0] == b'E' => {
+                return Err(err(
+                    format!("cannot make the network namespace for the egress proxy: {}", String::from_utf8_lossy(&buf[1..n]).trim()),
+                    "it needs user namespaces (`pinfold doctor` checks them)",
+                ));
+            }
+            _ => {
+                let _ = ns.child.kill();
+                return Err(err("the network namespace's helper ended before it made the listener", "see `pinfold doctor`"));
+            }
+        }
+        Ok(ns)
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `pinfold __sandbox-helper container-netns SOCK PARENT UID:GID PORT`: make a user and a
+/// network namespace, bring loopback up, make the proxy's listener at 127.0.0.1:PORT and
+/// send it on SOCK, then hold the namespace until SOCK closes.
+pub(crate) fn netns_helper(args: &[String]) -> i32 {
+    let [_, sock, parent, ids, port] = args else { return 2 };
+    let Ok(sock) = sock.parse::<i32>().map_err(drop).and_then(|fd| sys::owned_from_inherited(fd).map_err(drop)) else { return 2 };
+    for s in [libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGTERM] {
+        sys::ignore_signal(s);
+    }
+    let made = (|| -> Result<std::net::TcpListener, String> {
+        sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0).map_err(|e| format!("set the death signal: {e}"))?;
+        if parent.parse::<u32>().ok() != Some(std::os::unix::process::parent_id()) {
+            return Err("pinfold ended first".into());
+        }
+        let (uid, gid) = ids.split_once(':').ok_or("bad ids")?;
+        let port: u16 = port.parse().map_err(|_| "bad port")?;
+        sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET).map_err(|e| format!("create namespaces: {e}"))?;
+        std::fs::write("/proc/self/setgroups", "deny").map_err(|e| format!("write setgroups: {e}"))?;
+        std::fs::write("/proc/self/uid_map", format!("0 {uid} 1")).map_err(|e| format!("write uid_map: {e}"))?;
+        std::fs::write("/proc/self/gid_map", format!("0 {gid} 1")).map_err(|e| format!("write gid_map: {e}"))?;
+        sys::loopback_up().map_err(|e| format!("bring loopback up: {e}"))?;
+        std::net::TcpListener::bind(("127.0.0.1", port)).map_err(|e| format!("make the proxy listener at 127.0.0.1:{port}: {e}"))
+    })();
+    match made {
+        Ok(l) => {
+            if sys::send_with_fd(&sock, b"L", &l).is_err() {
+                return 1;
+            }
+        }
+        Err(why) => {
+            let _ = sys::send_nosignal(&sock, format!("E{why}").as_bytes());
+            return 1;
+        }
+    }
+    // Until pinfold closes its end (or dies: the death signal).
+    let mut sock = std::os::unix::net::UnixStream::from(sock);
+    let mut b = [0u8; 64];
+    loop {
+        match sock.read(&mut b) {
+            Ok(0) => return 0,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return 0,
+        }
+    }
 }
