@@ -12,12 +12,20 @@ use crate::support::container::{containers, engine, gvisor_engine, toolbox_image
 use crate::support::sandbox::{Fx, on_backend};
 use crate::support::{Run, TIMEOUT, User, run_cmd};
 
-/// `#[test] fn case()` running `topic::case` as root in a container.
+/// `#[test] fn case()` running `topic::case` in a container: as root through root's engine,
+/// and as uid 65534 through a rootless Podman of its own.
 macro_rules! in_container {
     ($($topic:ident :: $case:ident),* $(,)?) => {$(
-        #[test]
-        fn $case() {
-            on_backend("container", || crate::$topic::$case(User::Root))
+        mod $case {
+            use super::*;
+            #[test]
+            fn root() {
+                on_backend("container", || crate::$topic::$case(User::Root))
+            }
+            #[test]
+            fn nobody() {
+                on_backend("container", || crate::$topic::$case(User::Nobody))
+            }
         }
     )*};
 }
@@ -140,6 +148,17 @@ fn a_fork_bomb_stops_at_pids() {
     assert!(r.stdout.starts_with("refused after") && forked < 64, "the limit did not hold: {}", r.show());
 }
 
+/// `cpus` becomes the container's CPU quota (a fraction too: the ledger records it as text).
+#[test]
+fn cpus_become_the_cpu_quota() {
+    let fx = Fx::new(User::Root, "cpus_become_the_cpu_quota");
+    let policy = container_policy(&fx, "cpus = 0.5\n");
+    let r = exec_with(&fx, &policy, &engine().host, &["bash", "-c", "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.cfs_period_us"]);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    let n: Vec<i64> = r.stdout.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    assert!(n.len() == 2 && n[0] * 2 == n[1], "a quota of half the period: {}", r.show());
+}
+
 /// Writes outside the writable roots never reach the host: not the home, not /var/tmp, not
 /// /etc, not a directory beside the project.
 #[test]
@@ -158,6 +177,27 @@ fn writes_outside_the_roots_never_reach_the_host() {
     let r = exec_with(&fx, &policy, &engine().host, &["bash", "-c", "echo kept > kept.txt"]);
     assert_eq!(r.code, Some(0), "{}", r.show());
     assert_eq!(std::fs::read_to_string(fx.proj.join("kept.txt")).unwrap_or_default(), "kept\n");
+}
+
+/// A rootless engine on cgroup v1 (this machine) cannot hold `pids`, `memory` or `cpus`:
+/// the run is refused, not run without them. Without limits the same user's run goes ahead.
+#[test]
+fn limits_a_rootless_engine_cannot_hold_are_refused() {
+    let fx = Fx::new(User::Nobody, "limits_a_rootless_engine_cannot_hold_are_refused");
+    let host = &crate::support::container::rootless_engine().host;
+    // (The same image name as root's engine has, imported into this one.)
+    crate::support::container::toolbox_image_for(User::Nobody);
+    for limit in ["pids = 64\n", "memory = \"64MiB\"\n", "cpus = 0.5\n"] {
+        let policy = container_policy(&fx, limit);
+        let r = exec_with(&fx, &policy, host, &["bash", "-c", "touch ran"]);
+        assert_eq!(r.code, Some(125), "{limit}: {}", r.show());
+        assert!(r.stderr.contains("cannot enforce") && r.stderr.contains("hint:"), "{limit}: {}", r.show());
+        assert!(!fx.proj.join("ran").exists(), "{limit}: the command ran without its limit");
+    }
+    let policy = container_policy(&fx, "");
+    let r = exec_with(&fx, &policy, host, &["bash", "-c", "touch ran"]);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    assert!(fx.proj.join("ran").exists(), "{}", r.show());
 }
 
 /// `memory` holds: a process that grows past it is killed, and the run says so.

@@ -236,6 +236,10 @@ pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> R
     record["sandbox"] = serde_json::json!({"preset": preset.name, "backend": backend, "network": sp.network, "writable": sp.writable, "undo": undo.is_some()});
     if backend == BackendKind::Container {
         record["sandbox"]["container"] = serde_json::to_value(&sp.container).unwrap_or_default();
+        // The ledger's canonical encoding has no floating-point numbers: CPUs as text.
+        if let Some(cpus) = sp.container.cpus {
+            record["sandbox"]["container"]["cpus"] = cpus.to_string().into();
+        }
     }
     if sp.network == Network::Proxy {
         record["sandbox"]["hosts"] = preset.network_hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>().into();

@@ -67,6 +67,21 @@ pub fn setns_net_fd(fd: &impl AsRawFd) -> io::Result<()> {
     check(unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
 }
 
+/// `setns(2)` into the user namespace `fd` names.
+pub fn setns_user_fd(fd: &impl AsRawFd) -> io::Result<()> {
+    // SAFETY: no pointers; `fd` is an open namespace file.
+    check(unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWUSER) }).map(drop)
+}
+
+/// The pid of the process at the other end of a connected unix socket (`SO_PEERCRED`).
+pub fn peer_pid(sock: &impl AsRawFd) -> io::Result<libc::pid_t> {
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writing and `len` holds `cred`'s size.
+    check(unsafe { libc::getsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len) })?;
+    Ok(cred.pid)
+}
+
 /// `mount(2)`.
 pub fn mount(src: Option<&Path>, dst: &Path, fstype: Option<&str>, flags: libc::c_ulong, data: Option<&str>) -> io::Result<()> {
     let src = src.map(cstr).transpose()?;

@@ -587,7 +587,7 @@ impl World {
             .envs(extra_env.iter().copied())
             .current_dir(&self.proj);
         if self.backend == Some("container") {
-            c.env("DOCKER_HOST", &super::container::engine().host);
+            c.env("DOCKER_HOST", &super::container::engine_for(self.user).host);
         }
         c
     }
@@ -604,7 +604,7 @@ impl World {
         if let Some(b) = self.backend {
             v.push(format!("--backend={b}"));
             if b == "container" {
-                v.push(format!("--image={}", super::container::toolbox_image()));
+                v.push(format!("--image={}", super::container::toolbox_image_for(self.user)));
             }
         }
         v

@@ -163,7 +163,7 @@ impl Fx {
             env.insert(k.to_string(), v);
         }
         if current_backend() == Some("container") {
-            env.insert("DOCKER_HOST".into(), super::container::engine().host.clone());
+            env.insert("DOCKER_HOST".into(), super::container::engine_for(user).host.clone());
         }
         let fx = Fx {
             user,
@@ -340,7 +340,7 @@ impl Fx {
         if let Some(b) = self.backend {
             v.push(format!("--backend={b}"));
             if b == "container" {
-                v.push(format!("--image={}", super::container::toolbox_image()));
+                v.push(format!("--image={}", super::container::toolbox_image_for(self.user)));
             }
         }
         if let Some(c) = &self.config {

@@ -158,6 +158,15 @@ impl Backend for Container {
         let prepared = prepare(policy)?;
         let engine = Engine::connect()?;
         let about = engine::ping(&engine.socket)?;
+        // A rootless engine on cgroup v1 has no cgroup of its own to limit: Podman takes the
+        // limits and ignores them (it warns in its log only).
+        let limited = settings.cpus.is_some() || settings.memory.is_some() || settings.pids.is_some();
+        if limited && about.rootless && !Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+            return Err(err(
+                "a rootless engine cannot enforce `cpus`, `memory` or `pids` on this machine's cgroup v1, and would run the command without them",
+                "drop the limits from the preset, use root's engine, or boot with cgroup v2 (systemd.unified_cgroup_hierarchy=1) and delegate the controllers to the user",
+            ));
+        }
         let runtime = settings.runtime.clone().unwrap_or_else(|| "runc".into());
         if runtime == "runsc" && settings.pids.is_some_and(|n| n < RUNSC_MIN_PIDS) {
             return Err(err(
@@ -181,7 +190,7 @@ impl Backend for Container {
                 ));
             }
             let mut hooks_listener = |l| (hooks.listener)(l);
-            Some(NetNs::make(policy.proxy_port, &mut hooks_listener)?)
+            Some(NetNs::make(policy.proxy_port, about.rootless.then_some(engine.socket.as_path()), &mut hooks_listener)?)
         } else {
             None
         };
@@ -668,8 +677,20 @@ struct NetNs {
 }
 
 impl NetNs {
-    fn make(port: u16, listener: &mut dyn FnMut(std::net::TcpListener)) -> Result<NetNs, SandboxError> {
+    /// `rootless_engine`: the socket of a rootless engine, whose user namespace the network
+    /// namespace is made in (a process of another user namespace than the engine's could not
+    /// be joined by it: the kernel lets only a process with CAP_SYS_PTRACE over a process's
+    /// user namespace open its namespaces).
+    fn make(port: u16, rootless_engine: Option<&Path>, listener: &mut dyn FnMut(std::net::TcpListener)) -> Result<NetNs, SandboxError> {
         use std::os::fd::AsRawFd;
+        let userns = match rootless_engine {
+            Some(socket) => {
+                let s = std::os::unix::net::UnixStream::connect(socket).map_err(|e| err(format!("cannot reach the engine at {}: {e}", socket.display()), "see `pinfold doctor`"))?;
+                let pid = sys::peer_pid(&s).map_err(|e| err(format!("cannot tell which process serves {}: {e}", socket.display()), "see `pinfold doctor`"))?;
+                format!("/proc/{pid}/ns/user")
+            }
+            None => "-".to_string(),
+        };
         let (ours, theirs) = sys::socketpair().map_err(setup_err(Step::ReportChannel))?;
         sys::clear_cloexec(theirs.as_raw_fd()).map_err(setup_err(Step::PassReportPipe))?;
         let (uid, gid) = sys::ids();
@@ -681,6 +702,7 @@ impl NetNs {
             .arg(std::process::id().to_string())
             .arg(format!("{uid}:{gid}"))
             .arg(port.to_string())
+            .arg(userns)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
@@ -719,7 +741,7 @@ impl Drop for NetNs {
 /// network namespace, bring loopback up, make the proxy's listener at 127.0.0.1:PORT and
 /// send it on SOCK, then hold the namespace until SOCK closes.
 pub(crate) fn netns_helper(args: &[String]) -> i32 {
-    let [_, sock, parent, ids, port] = args else { return 2 };
+    let [_, sock, parent, ids, port, userns] = args else { return 2 };
     let Ok(sock) = sock.parse::<i32>().map_err(drop).and_then(|fd| sys::owned_from_inherited(fd).map_err(drop)) else { return 2 };
     for s in [libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGTERM] {
         sys::ignore_signal(s);
@@ -731,11 +753,23 @@ pub(crate) fn netns_helper(args: &[String]) -> i32 {
         }
         let (uid, gid) = ids.split_once(':').ok_or("bad ids")?;
         let port: u16 = port.parse().map_err(|_| "bad port")?;
-        sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET).map_err(|e| format!("create namespaces: {e}"))?;
-        std::fs::write("/proc/self/setgroups", "deny").map_err(|e| format!("write setgroups: {e}"))?;
-        std::fs::write("/proc/self/uid_map", format!("0 {uid} 1")).map_err(|e| format!("write uid_map: {e}"))?;
-        std::fs::write("/proc/self/gid_map", format!("0 {gid} 1")).map_err(|e| format!("write gid_map: {e}"))?;
+        if userns == "-" {
+            sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET).map_err(|e| format!("create namespaces: {e}"))?;
+            std::fs::write("/proc/self/setgroups", "deny").map_err(|e| format!("write setgroups: {e}"))?;
+            std::fs::write("/proc/self/uid_map", format!("0 {uid} 1")).map_err(|e| format!("write uid_map: {e}"))?;
+            std::fs::write("/proc/self/gid_map", format!("0 {gid} 1")).map_err(|e| format!("write gid_map: {e}"))?;
+        } else {
+            // The rootless engine's user namespace (its owner, this user, may enter it),
+            // then a network namespace of its.
+            let ns = std::fs::File::open(userns).map_err(|e| format!("open the engine's user namespace {userns}: {e}"))?;
+            sys::setns_user_fd(&ns).map_err(|e| format!("enter the engine's user namespace: {e}"))?;
+            sys::unshare(libc::CLONE_NEWNET).map_err(|e| format!("create the network namespace: {e}"))?;
+        }
         sys::loopback_up().map_err(|e| format!("bring loopback up: {e}"))?;
+        // Gaining the new namespace's capabilities made this process undumpable, and a
+        // rootless engine (a user namespace of its own, the same user) could then not open
+        // /proc/PID/ns/net to join it. It holds nothing but the namespace.
+        sys::prctl(libc::PR_SET_DUMPABLE, 1, 0).map_err(|e| format!("make the namespace joinable: {e}"))?;
         std::net::TcpListener::bind(("127.0.0.1", port)).map_err(|e| format!("make the proxy listener at 127.0.0.1:{port}: {e}"))
     })();
     match made {
