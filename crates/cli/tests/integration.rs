@@ -35,6 +35,8 @@ mod sandbox_exec;
 mod sandbox_gvisor;
 mod sandbox_container;
 mod image;
+// What outside attacks on the backends found, on each backend.
+mod backend_findings;
 mod control_files;
 // `pinfold exec` with a host allowlist: the egress proxy and the credential broker.
 mod egress_allowlist;

@@ -58,5 +58,7 @@ pub fn absolute(d: &std::path::Path) -> Result<PathBuf, Error> {
         return Err(Error::new(format!("{} is not a directory", p.display()))
             .hint("give --cwd an existing directory"));
     }
-    Ok(p)
+    // Without links: the sandbox takes the working directory as named, and refuses one that
+    // is a link by then (a command beside it may swap a directory for one).
+    std::fs::canonicalize(&p).map_err(|e| Error::new(format!("bad directory {}", d.display())).cause(e))
 }

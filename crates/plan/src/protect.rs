@@ -84,6 +84,13 @@ pub fn engine_sockets(dirs: &Dirs) -> Vec<PathBuf> {
         v.push(rt.join("podman/podman.sock"));
         v.push(rt.join("containerd/containerd.sock"));
     }
+    // Whatever the caller's clients are pointed at (Docker's DOCKER_HOST, Podman's
+    // CONTAINER_HOST), wherever it lies: the project included.
+    for var in ["DOCKER_HOST", "CONTAINER_HOST"] {
+        if let Some(path) = std::env::var(var).ok().as_deref().and_then(|h| h.strip_prefix("unix://")).filter(|p| p.starts_with('/')) {
+            v.push(PathBuf::from(path));
+        }
+    }
     if let Some(h) = &dirs.home {
         // Docker Desktop, Colima, Rancher Desktop, OrbStack keep theirs in the home directory.
         for s in [".docker/run/docker.sock", ".docker/desktop/docker.sock", ".colima/*/docker.sock", ".rd/docker.sock", ".orbstack/run/docker.sock"] {

@@ -30,6 +30,20 @@ pub const SECRET_PATTERNS: &[&str] = &[
     "KUBECONFIG",
     "VAULT_*",
     "DOCKER_AUTH_CONFIG",
+    // Where a container engine listens: reaching it is root on the host.
+    "DOCKER_HOST",
+    "CONTAINER_HOST",
+    // Connection strings and other secrets by another name.
+    "DATABASE_URL",
+    "*_DATABASE_URL",
+    "*_DSN",
+    "MYSQL_PWD",
+    "*_JWT",
+    "*WEBHOOK*",
+    "NETRC",
+    "AUTH",
+    "COOKIE",
+    "*_COOKIE",
 ];
 
 /// Whether a variable named so is removed by default.
@@ -69,7 +83,7 @@ mod tests {
 
     #[test]
     fn names() {
-        for n in ["GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_API_KEY", "DB_PASSWORD", "OPENAI_API_KEY", "aws_profile", "SSH_AUTH_SOCK", "NPM_TOKEN", "ANTHROPIC_API_KEY", "KUBECONFIG"] {
+        for n in ["GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_API_KEY", "DB_PASSWORD", "OPENAI_API_KEY", "aws_profile", "SSH_AUTH_SOCK", "NPM_TOKEN", "ANTHROPIC_API_KEY", "KUBECONFIG", "DOCKER_HOST", "DATABASE_URL", "SENTRY_DSN", "MYSQL_PWD", "CI_JOB_JWT", "SLACK_WEBHOOK", "NETRC"] {
             assert!(is_secret_name(n), "{n}");
         }
         for n in ["PATH", "HOME", "CARGO_HOME", "LANG", "TERM", "KEYBOARD", "RUST_LOG", "MONKEY"] {

@@ -75,9 +75,35 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
     let mut memo = Memo::default();
     let mut writable = Vec::new();
     let mut missing_writable = Vec::new();
+    let moved = |path: &Path, why: String| SandboxError::Setup { step: Step::WorkingDir(path.to_path_buf()), source: std::io::Error::other(why) };
     for w in &policy.writable {
         match sys::canonicalize(w) {
             Ok(c) => {
+                // A root that holds the working directory is taken only as named (the caller
+                // named it without links): a link there now is a directory swapped for one
+                // by a command beside this run (found: the project swapped with a link to the
+                // home directory, which then became writable).
+                if c != *w && policy.cwd.starts_with(w) {
+                    return Err(moved(w, format!("{} is a link (to {}) now; it was not when pinfold started: a command beside this one may have swapped it", w.display(), c.display())));
+                }
+                // A root beneath another writable root is taken only if no link below that
+                // root leads elsewhere: a command could have made `build` a link to the home
+                // directory, and the next run would have made the home directory writable.
+                for o in policy.writable.iter().filter(|o| *o != w && w.starts_with(o)) {
+                    if let (Ok(oc), Ok(rest)) = (sys::canonicalize(o), w.strip_prefix(o)) {
+                        if c != oc.join(rest) {
+                            return Err(SandboxError::Setup {
+                                step: Step::WorkingDir(w.clone()),
+                                source: std::io::Error::other(format!(
+                                    "the writable root {} leads through a link beneath the writable root {} (to {}), which a command could have made",
+                                    w.display(),
+                                    o.display(),
+                                    c.display()
+                                )),
+                            });
+                        }
+                    }
+                }
                 if !writable.contains(&c) {
                     writable.push(c);
                 }
@@ -447,6 +473,14 @@ pub(crate) struct Prepared {
 /// run that does not depend on the backend.
 pub(crate) fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
     let cwd = sys::canonicalize(&policy.cwd).map_err(setup_err(Step::WorkingDir(policy.cwd.clone())))?;
+    // The caller names the working directory without links (getcwd, a canonical --cwd): one
+    // now is a directory swapped for a link by a command beside this run.
+    if cwd != policy.cwd && policy.cwd.is_absolute() && sys::canonicalize(&policy.cwd).is_ok_and(|again| again == cwd) && std::fs::symlink_metadata(&policy.cwd).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(SandboxError::Setup {
+            step: Step::WorkingDir(policy.cwd.clone()),
+            source: std::io::Error::other(format!("{} is a link (to {}) now; it was not when pinfold started: a command beside this one may have swapped it", policy.cwd.display(), cwd.display())),
+        });
+    }
     let mut r = resolve(policy)?;
     let (uid, gid) = sys::ids();
     let run_dir = run_base(uid)?;

@@ -1,0 +1,162 @@
+//! What an outside attack on the backends found, each kept as the attack that found it and run
+//! on every backend (process, gvisor, container), as root and as uid 65534: the command runs
+//! in the sandbox, the test looks at the host afterwards.
+
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::support::sandbox::{Fx, on_backend};
+use crate::support::{TIMEOUT, User, run_cmd};
+
+/// A test policy: the project writable (and `extra` roots), `~/.ssh` hidden.
+fn with_policy(fx: &mut Fx, extra_write: &str) {
+    let p = fx.base.join("finding.toml");
+    fx.put(
+        &p,
+        &format!("[defaults]\naction = \"allow\"\nsandbox = \"c\"\n\n[sandbox.c]\nfs.write.allow = [\".\"{extra_write}]\nfs.read.deny = [\"~/.ssh\"]\n"),
+    );
+    fx.own();
+    fx.config = Some(p);
+}
+
+/// A writable root the policy names beneath the project (`build`) that a command made a link
+/// to the home directory: the next run must not make the home directory writable. (Found on
+/// all three backends: `build/PLANTED` landed in the home directory, and a hook written
+/// there through it ran at the next `git commit` on the host.)
+fn a_writable_root_made_a_link_is_not_followed(u: User) {
+    let mut fx = Fx::new(u, "a_writable_root_made_a_link_is_not_followed");
+    with_policy(&mut fx, ", \"build\"");
+    let home = fx.home.clone();
+    let plant = fx.sh_script("plant", &format!("ln -s {} build && echo planted", Fx::s(&home)));
+    let r = fx.exec(&[], &plant);
+    assert!(r.stdout.contains("planted"), "{}: the link could not be made, so the case proves nothing\n{}", fx.label(), r.show());
+    let write = fx.sh_script("write", "echo pwn > build/PLANTED; echo wrote");
+    let r = fx.exec(&[], &write);
+    assert!(!home.join("PLANTED").exists(), "{}: a write through the planted link landed in the home directory\n{}", fx.label(), r.show());
+    assert_eq!(r.code, Some(125), "{}: the run must be refused\n{}", fx.label(), r.show());
+    assert!(r.stderr.contains("leads through a link"), "{}\n{}", fx.label(), r.show());
+}
+
+/// An engine socket the caller's `DOCKER_HOST` (process, gvisor) or `CONTAINER_HOST`
+/// (container: pinfold's own DOCKER_HOST is the engine it runs on) names, in the project:
+/// reachable on the host (the control), never from inside. (Found: a command spoke the
+/// Docker API over it and bound the home directory into a container of its own.)
+fn the_engine_socket_the_caller_names_is_hidden(u: User) {
+    let fx = Fx::new(u, "the_engine_socket_the_caller_names_is_hidden");
+    let sock = fx.proj.join("engine.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind the socket");
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let seen = Arc::new(AtomicUsize::new(0));
+    let seen2 = seen.clone();
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { break };
+            seen2.fetch_add(1, Ordering::SeqCst);
+            let mut b = [0u8; 16];
+            let _ = s.read(&mut b);
+        }
+    });
+    let probe = fx.py_script(
+        "probe",
+        "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(sys.argv[1]); print('CONNECTED')\nexcept OSError as e:\n    print('refused', e)\n",
+    );
+    let mut argv = probe.clone();
+    argv.push(Fx::s(&sock));
+    let control = fx.control(&argv);
+    assert!(control.stdout.contains("CONNECTED"), "{}: CONTROL FAILED: the socket must be reachable on the host\n{}", fx.label(), control.show());
+    let before = seen.load(Ordering::SeqCst);
+    let var = if fx.backend == Some("container") { "CONTAINER_HOST" } else { "DOCKER_HOST" };
+    let full = fx.exec_argv(&[], &argv);
+    let mut c = fx.cmd(&full);
+    c.env(var, format!("unix://{}", sock.display()));
+    let r = run_cmd(c, full.join(" "), None, TIMEOUT);
+    fx.check_implemented(&r);
+    assert!(r.stdout.contains("refused"), "{}: the probe did not run\n{}", fx.label(), r.show());
+    assert!(!r.stdout.contains("CONNECTED"), "{}: the engine socket {var} names was reached from inside\n{}", fx.label(), r.show());
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(seen.load(Ordering::SeqCst), before, "{}: a connection reached the socket\n{}", fx.label(), r.show());
+}
+
+/// The project swapped with a link to the home directory (`renameat2(RENAME_EXCHANGE)`, by a
+/// command beside this run that may write the project's parent) while runs start: no run may
+/// write in the home directory. (Found on all three backends: the working directory was
+/// canonicalized through the link and the home directory became the writable project.)
+fn a_project_swapped_for_a_link_never_becomes_writable(u: User) {
+    let fx = Fx::new(u, "a_project_swapped_for_a_link_never_becomes_writable");
+    let arena = fx.base.join("arena");
+    let p = arena.join("p");
+    std::fs::create_dir_all(&p).expect("mkdir");
+    fx.init_repo(&p);
+    std::os::unix::fs::symlink(&fx.home, arena.join("l")).expect("symlink");
+    fx.own();
+    // The swapper runs on the host as the case's user: the exchange needs no sandbox to be
+    // possible, only a directory the attacker may write (here, the arena).
+    let swapper = fx.py_script(
+        "swap",
+        &format!(
+            "import ctypes, os, time\n\
+             libc = ctypes.CDLL(None, use_errno=True)\n\
+             a, b = b{a:?}, b{b:?}\n\
+             end = time.time() + 30\n\
+             while time.time() < end and not os.path.exists({stop:?}):\n\
+             \x20   libc.renameat2(-100, a, -100, b, 2); time.sleep(0.003)\n\
+             \x20   libc.renameat2(-100, a, -100, b, 2); time.sleep(0.03)\n",
+            a = Fx::s(&p),
+            b = Fx::s(&arena.join("l")),
+            stop = Fx::s(&fx.base.join("stop")),
+        ),
+    );
+    // The victim: a shell that is in the project before the swapping starts (as an agent's
+    // shell is), running pinfold there again and again.
+    let go = fx.base.join("go");
+    let mut script = vec![
+        "bash".to_string(),
+        "-c".into(),
+        format!("cd {} || exit 1; while [ ! -e {} ]; do sleep 0.02; done; for i in $(seq 40); do \"$@\" >/dev/null 2>&1; echo rc=$?; done", Fx::s(&p), Fx::s(&go)),
+        "-".into(),
+    ];
+    // (Inline: the test's scripts live in the test's project, which a container of this
+    // project does not have.)
+    script.extend(fx.exec_argv(&[], &["bash".to_string(), "-c".into(), "echo written > race-marker.txt".into()]));
+    let victim = fx.cmd(&script).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().expect("start the victim");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut attacker = fx.cmd(&swapper).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("start the swapper");
+    std::fs::write(&go, "").expect("go");
+    let out = victim.wait_with_output().expect("the victim");
+    std::fs::write(fx.base.join("stop"), "").ok();
+    let _ = attacker.kill();
+    let _ = attacker.wait();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!fx.home.join("race-marker.txt").exists(), "{}: a run wrote in the home directory: {text}", fx.label());
+    let started = text.lines().filter(|l| *l == "rc=0").count();
+    eprintln!("{}: {started} of 40 runs started", fx.label());
+    assert!(started > 0, "{}: no run started: the race proves nothing: {text}", fx.label());
+}
+
+macro_rules! on_each_backend {
+    ($($case:ident),* $(,)?) => {$(
+        mod $case {
+            use super::*;
+            #[test]
+            fn process_root() { super::$case(User::Root) }
+            #[test]
+            fn process_nobody() { super::$case(User::Nobody) }
+            #[test]
+            fn gvisor_root() { on_backend("gvisor", || super::$case(User::Root)) }
+            #[test]
+            fn gvisor_nobody() { on_backend("gvisor", || super::$case(User::Nobody)) }
+            #[test]
+            fn container_root() { on_backend("container", || super::$case(User::Root)) }
+            #[test]
+            fn container_nobody() { on_backend("container", || super::$case(User::Nobody)) }
+        }
+    )*};
+}
+
+on_each_backend!(
+    a_writable_root_made_a_link_is_not_followed,
+    the_engine_socket_the_caller_names_is_hidden,
+    a_project_swapped_for_a_link_never_becomes_writable,
+);
