@@ -756,7 +756,10 @@ fn unpack_oci(dir: &Path, platform: Option<&str>, work: &WorkDir, up: &mut Unpac
         let copy_path = work.path.join(copy_name);
         let mut copy = sys::openat(&work.dir, copy_name, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, 0o600).map_err(io_err("cannot create", &copy_path))?;
         let blob = blob_path(dir, &layer.digest)?;
-        let src = File::open(&blob).map_err(io_err("cannot open the layer blob", &blob))?;
+        let src = open_blob(&blob, layer).map_err(io_err("cannot open the layer blob", &blob))?;
+        if layer.size > up.limits.max_bytes {
+            return Err(ImageError::Layout { dir: dir.to_path_buf(), why: format!("{} claims {} bytes, over --max-bytes", layer.digest, layer.size), hint: Some("raise --max-bytes if the image is meant to be that large".into()) });
+        }
         let (n, hash) = copy_hashed(src.take(layer.size.saturating_add(1)), &mut copy).map_err(io_err("cannot copy the layer blob", &blob))?;
         check_blob(layer, n, &hash)?;
         copy.rewind().map_err(io_err("cannot read", &copy_path))?;
@@ -793,7 +796,8 @@ fn read_blob(dir: &Path, d: &Descriptor) -> Result<Vec<u8>, ImageError> {
     if d.size > MAX_DOCUMENT {
         return Err(ImageError::Layout { dir: dir.to_path_buf(), why: format!("{} claims {} bytes; a manifest or config is at most {MAX_DOCUMENT}", d.digest, d.size), hint: None });
     }
-    let bytes = read_limited(&path, d.size.saturating_add(1)).map_err(io_err("cannot read the blob", &path))?;
+    let mut bytes = Vec::new();
+    open_blob(&path, d).and_then(|f| f.take(d.size.saturating_add(1)).read_to_end(&mut bytes)).map_err(io_err("cannot read the blob", &path))?;
     check_blob(d, bytes.len() as u64, &hex(&Sha256::digest(&bytes)))?;
     Ok(bytes)
 }
@@ -809,9 +813,28 @@ fn check_blob(d: &Descriptor, n: u64, hash: &str) -> Result<(), ImageError> {
     Ok(())
 }
 
+/// A blob, opened only if it is a regular file (not a link to `/dev/zero`, not a FIFO that
+/// would never end): copied, it could fill the disk or hang before its digest is checked. (Its
+/// size is checked as it is copied, at most one byte past what `d` says.)
+fn open_blob(path: &Path, d: &Descriptor) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC).open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "not a regular file"));
+    }
+    let _ = d;
+    Ok(f)
+}
+
 fn read_limited(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC).open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "not a regular file"));
+    }
     let mut out = Vec::new();
-    File::open(path)?.take(limit).read_to_end(&mut out)?;
+    f.take(limit).read_to_end(&mut out)?;
     Ok(out)
 }
 
