@@ -722,7 +722,7 @@ fn approvals_cli_against_a_running_server(u: User) {
 
 /// What .ci/schemathesis found, kept: the document is served without a token (but behind the
 /// Host check), a path parameter axum cannot read is JSON like every other error, a body the
-/// document lets be left out may be JSON `null`, and numbers the document calls int64 are read
+/// document lets be left out may be JSON `null` (but not a form feed), and numbers the document calls int64 are read
 /// as such.
 fn the_api_answers_as_its_openapi_document_says(u: User) {
     let fx = fixture(u, "serve-openapi");
@@ -749,6 +749,15 @@ fn the_api_answers_as_its_openapi_document_says(u: User) {
     assert_eq!(r.status, 201, "{}", r.text());
     let r = s.raw("POST", "/v1/approvals/ap_x/deny", &[("Authorization", &format!("Bearer {}", s.op))], b"null");
     assert_eq!((r.status, r.code()), (404, "not_found".to_string()), "{}", r.text());
+    // Whitespace is JSON's four bytes: a form feed alone (or around `null`) is no JSON.
+    for body in [&b" \t\r\n"[..], b"\n null \r\n"] {
+        let r = s.raw("POST", "/v1/sandboxes", &[("Authorization", &format!("Bearer {}", s.agent))], body);
+        assert_eq!(r.status, 201, "{body:?}: {}", r.text());
+    }
+    for body in [&b"\x0c"[..], b"\x0cnull", b"null\x0b"] {
+        let r = s.raw("POST", "/v1/sandboxes", &[("Authorization", &format!("Bearer {}", s.agent))], body);
+        assert_eq!((r.status, r.code()), (400, "bad_request".to_string()), "{body:?}: {}", r.text());
+    }
     // The ledger's `after` is an int64: past it is a bad query, not a page.
     let r = s.call(&s.op, "GET", "/v1/ledger?after=9223372036854775808", None);
     assert_eq!((r.status, r.code()), (400, "bad_request".to_string()), "{}", r.text());

@@ -217,8 +217,15 @@ async fn read_bytes(body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
 
 async fn read_json<T: serde::de::DeserializeOwned>(body: Body, limit: usize, empty_ok: bool) -> Result<T, ApiError> {
     let bytes = read_bytes(body, limit).await?;
-    // A body that may be left out may also be JSON `null`.
-    let bytes: &[u8] = if empty_ok && (bytes.iter().all(u8::is_ascii_whitespace) || bytes.trim_ascii() == b"null") { b"{}" } else { &bytes };
+    // A body that may be left out may also be JSON `null`. Whitespace is JSON's four bytes
+    // (RFC 8259), not Rust's ASCII set: a lone form feed is no JSON and gets a 400.
+    let json_ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    let inner = {
+        let start = bytes.iter().position(|b| !json_ws(b)).unwrap_or(bytes.len());
+        let end = bytes.iter().rposition(|b| !json_ws(b)).map_or(start, |e| e + 1);
+        &bytes[start..end]
+    };
+    let bytes: &[u8] = if empty_ok && (inner.is_empty() || inner == b"null") { b"{}" } else { &bytes };
     serde_json::from_slice(bytes).map_err(|e| ApiError::BadRequest(format!("the body is not the JSON this endpoint takes: {e}")))
 }
 
