@@ -297,6 +297,46 @@ fn signals_reach_the_command() {
     assert_eq!(std::fs::read_to_string(fx.proj.join("term.txt")).unwrap_or_default().trim(), "got-term");
 }
 
+/// pinfold and its reaper killed together (a session or cgroup kill): the container stays,
+/// and the next run's reaper removes it, since its pinfold is gone. (Found: the container
+/// stayed up, and later runs left it.)
+#[test]
+fn a_container_whose_pinfold_and_reaper_died_is_removed_by_the_next_run() {
+    let fx = Fx::new(User::Root, "a_container_whose_pinfold_and_reaper_died_is_removed_by_the_next_run");
+    let policy = container_policy(&fx, "");
+    let mut full = vec![crate::support::pinfold_bin(), "exec".into(), "-c".into(), Fx::s(&policy), "--".into()];
+    full.extend(["bash", "-c", "touch started2; sleep 300"].iter().map(|s| s.to_string()));
+    let mut c = fx.cmd(&full);
+    c.env("DOCKER_HOST", &engine().host).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    let mut child = c.spawn().expect("spawn pinfold");
+    let prefix = format!("pinfold-{}-", child.id());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !fx.proj.join("started2").exists() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The reaper: pinfold's child running `container-reap`.
+    let kids = std::fs::read_to_string(format!("/proc/{}/task/{}/children", child.id(), child.id())).unwrap_or_default();
+    let reaper: Vec<i32> = kids
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .filter(|p| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains("container-reap")))
+        .collect();
+    assert_eq!(reaper.len(), 1, "one reaper among pinfold's children {kids:?}");
+    std::process::Command::new("kill").args(["-KILL", &reaper[0].to_string()]).status().unwrap();
+    child.kill().expect("SIGKILL pinfold");
+    child.wait().expect("reap");
+    // (No control here that the container outlives them: any run of the parallel suite may
+    // already have swept it, as it should. Without the sweep it stayed: `sleep 300` ran on.)
+    let r = exec_with(&fx, &policy, &engine().host, &["true"]);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !containers(engine(), &prefix).is_empty() {
+        assert!(Instant::now() < deadline, "the next run did not remove the dead run's container: {:?}", containers(engine(), &prefix));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// The network is off or through the egress proxy. `on` is refused, and so is the proxy on
 /// runsc (gVisor's network stack would not be the namespace that holds the proxy): nothing
 /// runs.

@@ -89,6 +89,14 @@ const RUNSC_MIN_PIDS: u32 = 128;
 /// The label every container pinfold makes carries: the pid of the pinfold that made it.
 pub const LABEL: &str = "dev.pinfold.run";
 
+/// And the pid namespace that pid is of (`pid:[INODE]`): a sweep removes only containers of
+/// pinfolds it can tell are gone, in its own pid namespace.
+const PIDNS_LABEL: &str = "dev.pinfold.pidns";
+
+fn pid_namespace() -> String {
+    std::fs::read_link("/proc/self/ns/pid").map(|p| p.display().to_string()).unwrap_or_default()
+}
+
 #[derive(Debug)]
 pub(crate) struct Container;
 
@@ -367,6 +375,7 @@ fn create_body(policy: &Policy, p: &Prepared, about: &engine::Ping, image: &str,
     let env: Vec<String> = p.env.iter().filter(|(k, _)| k != "PATH").map(|(k, v)| format!("{k}={v}")).collect();
     let mut labels = HashMap::new();
     labels.insert(LABEL.to_string(), std::process::id().to_string());
+    labels.insert(PIDNS_LABEL.to_string(), pid_namespace());
     Ok(ContainerCreateBody {
         image: Some(image.to_string()),
         cmd: Some(argv.to_vec()),
@@ -658,12 +667,18 @@ pub(crate) fn reap_helper(args: &[String]) -> i32 {
     for s in [libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGTERM] {
         sys::ignore_signal(s);
     }
+    let engine = Engine::connect_at(PathBuf::from(socket)).ok();
+    // Containers of runs whose pinfold died before a reaper could remove them (killed with
+    // its reaper, or before it started one): removed now, beside this run.
+    if let Some(e) = &engine {
+        sweep_dead(e);
+    }
     let mut said = Vec::new();
     let _ = std::io::stdin().read_to_end(&mut said);
     if said.starts_with(b"done") {
         return 0;
     }
-    let Ok(engine) = Engine::connect_at(PathBuf::from(socket)) else { return 1 };
+    let Some(engine) = engine else { return 1 };
     let removed = engine.rt.block_on(engine.docker.remove_container(id, Some(RemoveContainerOptions { force: true, v: true, ..Default::default() })));
     i32::from(removed.is_err())
 }
@@ -794,6 +809,24 @@ pub(crate) fn netns_helper(args: &[String]) -> i32 {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return 0,
+        }
+    }
+}
+
+/// Remove the containers labelled [`LABEL`] whose pinfold is gone from this machine.
+fn sweep_dead(engine: &Engine) {
+    let filters = HashMap::from([("label".to_string(), vec![LABEL.to_string()])]);
+    let options = bollard::query_parameters::ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
+    let Ok(list) = engine.rt.block_on(engine.docker.list_containers(Some(options))) else { return };
+    for c in list {
+        let Some(labels) = c.labels.as_ref() else { continue };
+        if labels.get(PIDNS_LABEL).is_none_or(|ns| ns.is_empty() || *ns != pid_namespace()) {
+            continue;
+        }
+        let Some(pid) = labels.get(LABEL).and_then(|p| p.parse::<libc::pid_t>().ok()) else { continue };
+        let gone = pid > 0 && sys::kill(pid, 0).is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH));
+        if let (true, Some(id)) = (gone, c.id) {
+            let _ = engine.rt.block_on(engine.docker.remove_container(&id, Some(RemoveContainerOptions { force: true, v: true, ..Default::default() })));
         }
     }
 }
