@@ -179,6 +179,12 @@ impl Backend for Gvisor {
     }
 }
 
+/// Rules of the process sandbox a gVisor run leaves out. `clone3` is refused with ENOSYS so
+/// that libc falls back to `clone`; runsc (20221219) returns EPERM for every refusal whatever
+/// `errnoRet` says, and EPERM from `clone3` stops glibc's threads. gVisor's namespaces are
+/// its own kernel's: a new one inside reaches nothing of the host's.
+const GVISOR_EXCEPT: &[&str] = &["clone3"];
+
 /// What a gVisor run enforced, in the report's terms.
 fn fill_report(report: &mut crate::SandboxReport) {
     report.backend = BackendKind::Gvisor;
@@ -186,6 +192,7 @@ fn fill_report(report: &mut crate::SandboxReport) {
     report.namespaces = Some(LayerStatus::Enforced);
     report.hygiene = Some(LayerStatus::Enforced);
     report.kernel = Some("gVisor (runsc, rootless)".into());
+    report.seccomp = crate::seccomp::RULES.iter().filter(|r| !r.network_off_only && !GVISOR_EXCEPT.contains(&r.name)).map(|r| r.name.to_string()).collect();
 }
 
 /// The program `name` names, found as the process backend finds it (a name with a slash as
@@ -361,7 +368,9 @@ fn config(policy: &Policy, p: &Prepared, program: &Path, argv: &[String], stage:
         "root": {"path": "/", "readonly": true},
         "hostname": hostname,
         "mounts": mounts,
-        "linux": {"namespaces": namespaces},
+        // The process sandbox's rules, in the command's gVisor kernel (`--oci-seccomp`): what
+        // gVisor would allow that the other backends refuse (setuid bits above all).
+        "linux": {"namespaces": namespaces, "seccomp": crate::container::profile::over(crate::container::profile::allow_by_default(), GVISOR_EXCEPT)},
     }))
 }
 
@@ -384,6 +393,7 @@ fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, stage: &Stage, hooks: 
         // cover them: see `config`).
         "--host-uds=none".into(),
         "--host-fifo=none".into(),
+        "--oci-seccomp".into(),
     ];
     // runsc as root of pinfold's user namespace, which maps the caller alone (root too):
     // `--rootless`, or it would make namespaces it cannot there and switch its sandbox to a
@@ -399,7 +409,10 @@ fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, stage: &Stage, hooks: 
     sys::clear_cloexec(theirs.as_raw_fd()).map_err(setup_err(Step::PassReportPipe))?;
     let (uid, gid) = sys::ids();
     let exe = std::env::current_exe().map_err(setup_err(Step::FindExecutable))?;
+    let (out, err, shared) = streams().map_err(setup_err(Step::StartHelper))?;
     let sigfd = sys::signalfd_for(FORWARDED).map_err(setup_err(Step::Signalfd))?;
+    // (The builder, which holds the pipes' write ends, is gone when `spawn` returns: the
+    // relays see the end when the command's side closes.)
     let spawned = std::process::Command::new(exe)
         .arg(crate::HELPER_ARG)
         .arg("gvisor")
@@ -414,8 +427,8 @@ fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, stage: &Stage, hooks: 
         .process_group(0)
         .env_clear()
         .env("PATH", SYSTEM_DIRS)
-        .stdout(relayed(1))
-        .stderr(relayed(2))
+        .stdout(out)
+        .stderr(err)
         .spawn();
     drop(theirs);
     let mut child = match spawned {
@@ -426,7 +439,7 @@ fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, stage: &Stage, hooks: 
         }
     };
     let pid = child.id() as libc::pid_t;
-    let relays = [child.stdout.take().map(|o| relay(o, 1)), child.stderr.take().map(|e| relay(e, 2))];
+    let relays = [child.stdout.take().map(|o| relay(o, 1)), child.stderr.take().map(|e| relay(e, 2)), shared.map(|r| relay(r, 1))];
     // The helper says `L` with the listener attached (proxy), then `R` just before it becomes
     // runsc; or `E` and why it failed.
     let mut said = Vec::new();
@@ -511,6 +524,22 @@ fn wait_passing_signals(child: &mut std::process::Child, sigfd: &OwnedFd, mut pa
 fn relayed(fd: libc::c_int) -> std::process::Stdio {
     let regular = std::fs::metadata(format!("/proc/self/fd/{fd}")).is_ok_and(|m| m.is_file());
     if regular { std::process::Stdio::piped() } else { std::process::Stdio::inherit() }
+}
+
+/// runsc's stdout and stderr. When both are the same regular file (`>> log 2>&1`), one pipe
+/// serves both, returned as its read end for [`relay`] into fd 1: two pipes would be copied
+/// by two threads in whatever order they run, and stderr could land before the stdout
+/// written first.
+fn streams() -> std::io::Result<(std::process::Stdio, std::process::Stdio, Option<std::io::PipeReader>)> {
+    use std::os::unix::fs::MetadataExt;
+    let file = |fd: i32| std::fs::metadata(format!("/proc/self/fd/{fd}")).ok().filter(std::fs::Metadata::is_file).map(|m| (m.dev(), m.ino()));
+    match (file(1), file(2)) {
+        (Some(a), Some(b)) if a == b => {
+            let (r, w) = std::io::pipe()?;
+            Ok((w.try_clone()?.into(), w.into(), Some(r)))
+        }
+        _ => Ok((relayed(1), relayed(2), None)),
+    }
 }
 
 /// Copy `from` into this process's `fd` until the end (or until `fd` cannot be written).

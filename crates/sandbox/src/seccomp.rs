@@ -4,7 +4,8 @@
 //! (compilers, JVMs, node, go…), and a missing entry breaks builds — the sandbox then gets
 //! switched off. The list below instead removes what only attacks need: other processes'
 //! memory, new namespaces and mounts, kernel keyrings, BPF, module loading, io_uring (which
-//! bypasses seccomp for the operations it performs), terminal injection, and — when the
+//! bypasses seccomp for the operations it performs), terminal injection, setuid and setgid
+//! bits on files, and — when the
 //! network is off — every socket family but local ones. The filter is built from [`RULES`]
 //! (reviewed data, a reason per entry) and a unit test runs the compiled program on sample
 //! calls to check it matches the data.
@@ -66,6 +67,11 @@ const NS_FLAGS: u32 = (libc::CLONE_NEWUSER
     | libc::CLONE_NEWCGROUP
     | 0x80 /* CLONE_NEWTIME */) as u32;
 
+/// S_ISUID | S_ISGID.
+const SETID: u32 = 0o6000;
+const SETID_MODE_ARG1: Cond = Cond::AnyBit { arg: 1, mask: SETID };
+const SETID_MODE_ARG2: Cond = Cond::AnyBit { arg: 2, mask: SETID };
+
 const TIOCSTI: u32 = 0x5412;
 const TIOCLINUX: u32 = 0x541C;
 
@@ -118,6 +124,27 @@ pub static RULES: &[Rule] = &[
         why: "new namespaces" },
     Rule { name: "ioctl", nr: libc::SYS_ioctl, cond: Cond::OneOf { arg: 1, values: &[TIOCSTI, TIOCLINUX] }, action: EPERM, network_off_only: false,
         why: "TIOCSTI/TIOCLINUX push keystrokes into a terminal the user reads commands from" },
+    // Setuid and setgid bits: a file the command owns may get them without any capability,
+    // and one made by a sandbox run as root is a setuid-root program left on the host for
+    // whoever runs it after (inside the sandbox no_new_privs already makes them inert).
+    // Every call that sets a mode is refused when the mode has either bit.
+    Rule { name: "chmod", nr: libc::SYS_chmod, cond: SETID_MODE_ARG1, action: EPERM, network_off_only: false,
+        why: "setuid/setgid bits: a setuid program left in the project for the host to run" },
+    Rule { name: "fchmod", nr: libc::SYS_fchmod, cond: SETID_MODE_ARG1, action: EPERM, network_off_only: false, why: "setuid/setgid bits (see chmod)" },
+    Rule { name: "fchmodat", nr: libc::SYS_fchmodat, cond: SETID_MODE_ARG2, action: EPERM, network_off_only: false, why: "setuid/setgid bits (see chmod)" },
+    Rule { name: "fchmodat2", nr: libc::SYS_fchmodat2, cond: SETID_MODE_ARG2, action: EPERM, network_off_only: false, why: "setuid/setgid bits (see chmod)" },
+    Rule { name: "open", nr: libc::SYS_open, cond: SETID_MODE_ARG2, action: EPERM, network_off_only: false,
+        why: "setuid/setgid bits in the mode a file is created with (see chmod)" },
+    Rule { name: "openat", nr: libc::SYS_openat, cond: Cond::AnyBit { arg: 3, mask: SETID }, action: EPERM, network_off_only: false,
+        why: "setuid/setgid bits in the mode a file is created with (see chmod)" },
+    Rule { name: "creat", nr: libc::SYS_creat, cond: SETID_MODE_ARG1, action: EPERM, network_off_only: false,
+        why: "setuid/setgid bits in the mode a file is created with (see chmod)" },
+    Rule { name: "mknod", nr: libc::SYS_mknod, cond: SETID_MODE_ARG1, action: EPERM, network_off_only: false,
+        why: "setuid/setgid bits in the mode a file is made with (see chmod)" },
+    Rule { name: "mknodat", nr: libc::SYS_mknodat, cond: SETID_MODE_ARG2, action: EPERM, network_off_only: false,
+        why: "setuid/setgid bits in the mode a file is made with (see chmod)" },
+    Rule { name: "openat2", nr: libc::SYS_openat2, cond: Cond::Always, action: ENOSYS, network_off_only: false,
+        why: "its mode is in memory seccomp cannot read; ENOSYS makes callers fall back to openat, whose mode is checked" },
     Rule { name: "socket", nr: libc::SYS_socket, cond: Cond::NoneOf { arg: 0, values: &[libc::AF_UNIX as u32, libc::AF_NETLINK as u32] }, action: Action::Errno(libc::EAFNOSUPPORT), network_off_only: true,
         why: "network off: only local sockets (unix; netlink, which sees only the sandbox's empty network namespace)" },
     Rule { name: "socketpair", nr: libc::SYS_socketpair, cond: Cond::NoneOf { arg: 0, values: &[libc::AF_UNIX as u32] }, action: Action::Errno(libc::EAFNOSUPPORT), network_off_only: true,
@@ -384,6 +411,13 @@ mod tests {
             // Namespaces through clone flags; a plain fork-like clone passes.
             assert_eq!(run(&p, x, libc::SYS_clone as u32, [libc::CLONE_NEWUSER as u64, 0, 0, 0, 0, 0]), errno(libc::EPERM));
             assert_eq!(run(&p, x, libc::SYS_clone as u32, [libc::SIGCHLD as u64, 0, 0, 0, 0, 0]), RET_ALLOW);
+            // Modes: setgid alone and setuid with ordinary bits are refused; 0755 and a mode
+            // whose setuid bit is only in the high half (not a mode the kernel reads) pass.
+            let at = libc::AT_FDCWD as u32 as u64;
+            assert_eq!(run(&p, x, libc::SYS_fchmodat as u32, [at, 0, 0o2755, 0, 0, 0]), errno(libc::EPERM));
+            assert_eq!(run(&p, x, libc::SYS_openat as u32, [at, 0, (libc::O_CREAT | libc::O_WRONLY) as u64, 0o4755, 0, 0]), errno(libc::EPERM));
+            assert_eq!(run(&p, x, libc::SYS_openat as u32, [at, 0, (libc::O_CREAT | libc::O_WRONLY) as u64, 0o755, 0, 0]), RET_ALLOW);
+            assert_eq!(run(&p, x, libc::SYS_fchmod as u32, [3, 0o755, 0, 0, 0, 0]), RET_ALLOW);
             let unix = run(&p, x, libc::SYS_socket as u32, [libc::AF_UNIX as u64, 1, 0, 0, 0, 0]);
             assert_eq!(unix, RET_ALLOW);
             let inet6 = run(&p, x, libc::SYS_socket as u32, [libc::AF_INET6 as u64, 2, 0, 0, 0, 0]);

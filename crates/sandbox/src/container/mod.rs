@@ -15,7 +15,7 @@
 
 pub(crate) mod engine;
 pub mod image;
-mod profile;
+pub(crate) mod profile;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};

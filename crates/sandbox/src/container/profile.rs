@@ -22,11 +22,21 @@ pub(crate) fn profile() -> (Value, &'static str) {
         let v: Value = serde_json::from_slice(&std::fs::read(Path::new(p)).ok()?).ok()?;
         v["syscalls"].is_array().then_some((v, *p))
     });
-    let (mut v, from) = base.unwrap_or_else(|| {
-        (json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"], "syscalls": []}), "allow by default")
-    });
+    let (v, from) = base.unwrap_or_else(|| (allow_by_default(), "allow by default"));
+    (over(v, &[]), from)
+}
+
+/// Allow every call: the base where there is no engine default (and gVisor's: its own
+/// kernel is the boundary; the rules are what the process sandbox refuses besides).
+pub(crate) fn allow_by_default() -> Value {
+    json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"], "syscalls": []})
+}
+
+/// The process sandbox's rules but those named in `except`, laid over the profile `v`.
+pub(crate) fn over(mut v: Value, except: &[&str]) -> Value {
     let default_allows = v["defaultAction"] == "SCMP_ACT_ALLOW";
-    let ours: Vec<&str> = RULES.iter().filter(|r| !r.network_off_only).map(|r| r.name).collect();
+    let applies = |r: &&crate::seccomp::Rule| !r.network_off_only && !except.contains(&r.name);
+    let ours: Vec<&str> = RULES.iter().filter(applies).map(|r| r.name).collect();
     // Out of every rule of the base that names them.
     if let Some(list) = v["syscalls"].as_array_mut() {
         for rule in list.iter_mut() {
@@ -35,7 +45,7 @@ pub(crate) fn profile() -> (Value, &'static str) {
             }
         }
         list.retain(|rule| rule["names"].as_array().is_none_or(|n| !n.is_empty()));
-        for r in RULES.iter().filter(|r| !r.network_off_only) {
+        for r in RULES.iter().filter(applies) {
             let Action::Errno(errno) = r.action;
             let refuse = |args: Value| json!({"names": [r.name], "action": "SCMP_ACT_ERRNO", "errnoRet": errno, "args": args});
             let allow = |args: Value| json!({"names": [r.name], "action": "SCMP_ACT_ALLOW", "args": args});
@@ -71,5 +81,5 @@ pub(crate) fn profile() -> (Value, &'static str) {
             }
         }
     }
-    (v, from)
+    v
 }
