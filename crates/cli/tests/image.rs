@@ -552,3 +552,52 @@ fn zstd_layer_is_refused_clearly() {
     let r = e.pinfold(&["image", "import", &layout.path().display().to_string(), "--name", &name], None);
     e.refused(&r, &name, "zstd-compressed layers are not supported");
 }
+
+/// An import killed part-way (SIGKILL: no destructor runs) leaves its work directory; the
+/// next import removes it, and leaves alone a work directory of a live pinfold and one of
+/// another pid namespace. (Found: staging directories piled up in TMPDIR.)
+#[test]
+fn a_killed_imports_work_directory_is_removed_by_the_next() {
+    let mut e = World::new();
+    let mut c = Command::new(BIN);
+    c.args(["image", "import", "-", "--name", &e.name()]).env("DOCKER_HOST", &e.engine.host).env("TMPDIR", e.tmp());
+    c.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null());
+    let mut child = c.spawn().expect("spawn pinfold");
+    // A tar whose one file is longer than what is sent: pinfold waits for the rest.
+    let mut head = Tar::default().file("big", &"x".repeat(1 << 20)).done();
+    head.truncate(4096);
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), &head).expect("write");
+    let tmp = e.tmp();
+    let listing = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&tmp).unwrap().map(|d| d.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        v.sort();
+        v
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while listing().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no work directory appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let dead = child.id();
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    let left = listing();
+    assert_eq!(left.len(), 1, "the control: a killed import leaves its work directory: {left:?}");
+    assert!(left[0].starts_with("pinfold-image-"), "{left:?}");
+    // A live pinfold's (this test's pid) and another namespace's (the killed pid, namespace 1).
+    let ns = std::fs::metadata("/proc/self/ns/pid").unwrap().ino();
+    let live = format!("pinfold-image-{ns}-{}-00000000", std::process::id());
+    let other = format!("pinfold-image-1-{dead}-00000000");
+    for d in [&live, &other] {
+        std::fs::create_dir(e.tmp().join(d)).unwrap();
+        std::fs::write(e.tmp().join(d).join("keep"), "").unwrap();
+    }
+    let name = e.name();
+    let r = import_tarball(&e, &Tar::default().busybox().done(), &name);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    let mut want = vec![live.clone(), other.clone()];
+    want.sort();
+    assert_eq!(listing(), want, "the dead import's directory must go, the others stay");
+    assert!(e.tmp().join(&live).join("keep").exists() && e.tmp().join(&other).join("keep").exists());
+}

@@ -522,8 +522,10 @@ impl WorkDir {
         let base = std::env::temp_dir();
         let parent = File::open(&base).map_err(io_err("cannot open the temporary directory", &base))?;
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let ns = pid_namespace();
+        sweep_work_dirs(&parent, &ns);
         for n in 0..100u32 {
-            let name = OsString::from(format!("pinfold-image-{}-{:08x}", std::process::id(), nanos.wrapping_add(n)));
+            let name = OsString::from(format!("pinfold-image-{ns}-{}-{:08x}", std::process::id(), nanos.wrapping_add(n)));
             let path = base.join(&name);
             // mkdir makes a new directory or fails: a name someone else made is never used.
             match sys::mkdirat(&parent, &name, 0o700) {
@@ -542,6 +544,35 @@ impl WorkDir {
         let name = OsStr::new("root");
         sys::mkdirat(&self.dir, name, 0o700).map_err(io_err("cannot create the staging directory", self.path.join(name)))?;
         sys::openat(&self.dir, name, libc::O_RDONLY | libc::O_DIRECTORY, 0).map_err(io_err("cannot open the staging directory", self.path.join(name)))
+    }
+}
+
+/// This process's pid namespace, as its inode number (`0` where `/proc` cannot say).
+fn pid_namespace() -> u64 {
+    std::fs::metadata("/proc/self/ns/pid").map(|m| std::os::unix::fs::MetadataExt::ino(&m)).unwrap_or(0)
+}
+
+/// Remove the work directories of imports killed before they could (SIGKILL, or a signal
+/// pinfold does not catch): named `pinfold-image-NS-PID-…` for this pid namespace `ns`,
+/// directories of this user, whose pid no longer exists. A directory of a live import, of
+/// another pid namespace or of another user is left alone.
+fn sweep_work_dirs(parent: &File, ns: &u64) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(at(parent, OsStr::new("."))) else { return };
+    let prefix = format!("pinfold-image-{ns}-");
+    let uid = sys::ids().0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else { continue };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<libc::pid_t>().ok()).filter(|p| *p > 0) else { continue };
+        // lstat: a link of that name is no work directory.
+        let Ok(meta) = std::fs::symlink_metadata(at(parent, &name)) else { continue };
+        if !meta.is_dir() || meta.uid() != uid || ns == &0 {
+            continue;
+        }
+        if sys::kill(pid, 0).is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH)) {
+            let _ = std::fs::remove_dir_all(at(parent, &name));
+        }
     }
 }
 
