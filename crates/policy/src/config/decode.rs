@@ -951,12 +951,14 @@ impl Decoder<'_> {
             }
             "pids" => {
                 let n = match e.value.value {
-                    Value::Int(Some(i)) => u32::try_from(i).ok().filter(|n| *n >= 1),
+                    // The engine's init (catatonit, docker-init) is one of them: with 1 it
+                    // cannot start the command at all.
+                    Value::Int(Some(i)) => u32::try_from(i).ok().filter(|n| *n >= 2),
                     Value::Int(None) => None,
                     _ => return Err(self.mismatch(&e.value, p, "a number of processes")),
                 };
                 let Some(n) = n else {
-                    return Err(self.invalid(e.value.pos, p, "`pids` is out of range".into(), Some("give a whole number from 1 to 4294967295".into())));
+                    return Err(self.invalid(e.value.pos, p, "`pids` is out of range".into(), Some("give a whole number from 2 (the engine's init is one of them) to 4294967295".into())));
                 };
                 c.pids = Some(n);
             }

@@ -1431,6 +1431,7 @@ fn a_container_preset_names_its_image_runtime_and_limits() {
         ("cpus = -1.0", 8, "out of range"),
         ("cpus = \"2\"", 8, "expected a number of CPUs"),
         ("pids = 0", 8, "out of range"),
+        ("pids = 1", 8, "out of range"),
         ("pids = 99999999999", 8, "out of range"),
         ("pids = 1.5", 8, "expected a number of processes"),
         ("runtime = \"run c\"", 11, "not a runtime name"),
