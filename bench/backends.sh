@@ -43,7 +43,7 @@ json.dump(c, open(sys.argv[2], "w"))
 PY
 runsc=$(command -v runsc)
 # As pinfold runs it: in a user, network and mount namespace of its own, rootless.
-bare="unshare --user --map-root-user --net --mount sh -c 'exec $runsc --root $work/runsc-root --network=none --host-uds=none --host-fifo=none --rootless --ignore-cgroups run --bundle $work/bundle bench-\$\$'"
+bare="unshare --user --map-root-user --net --mount sh -c 'exec $runsc --root $work/runsc-root --network=none --host-uds=none --host-fifo=none --oci-seccomp --rootless --ignore-cgroups run --bundle $work/bundle bench-\$\$'"
 hyperfine -N --warmup 3 --runs "${RUNS:-20}" --export-json "$OLDPWD/$out/backends.json" \
     -n pinfold-exec-gvisor "$bin exec -c $work/no-ledger.toml --backend gvisor -- true" \
     -n runsc-run-same-bundle "$bare" \
