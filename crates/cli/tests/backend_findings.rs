@@ -39,6 +39,30 @@ fn a_writable_root_made_a_link_is_not_followed(u: User) {
     assert!(r.stderr.contains("leads through a link"), "{}\n{}", fx.label(), r.show());
 }
 
+/// A preset whose only writable root is `out` in the project, after a run under another
+/// preset made `out` a link to the home directory: the run is refused, the home directory not
+/// written. (Found on all three backends, root and uid 65534: `out/evil.txt` landed in the
+/// home directory.)
+fn a_writable_root_beneath_the_project_made_a_link_is_not_followed(u: User) {
+    let mut fx = Fx::new(u, "a_writable_root_beneath_the_project_made_a_link_is_not_followed");
+    let p = fx.base.join("finding.toml");
+    fx.put(
+        &p,
+        "[defaults]\naction = \"allow\"\nsandbox = \"workspace\"\n\n[sandbox.workspace]\nfs.write.allow = [\".\"]\n\n[sandbox.outonly]\nfs.write.allow = [\"out\"]\n",
+    );
+    fx.own();
+    fx.config = Some(p);
+    let home = fx.home.clone();
+    let plant = fx.sh_script("plant", &format!("ln -s {} out && echo planted", Fx::s(&home)));
+    let r = fx.exec(&[], &plant);
+    assert!(r.stdout.contains("planted"), "{}: the link could not be made, so the case proves nothing\n{}", fx.label(), r.show());
+    let write = fx.sh_script("write", "echo pwn > out/EVIL; echo wrote");
+    let r = fx.exec(&["--sandbox", "outonly"], &write);
+    assert!(!home.join("EVIL").exists(), "{}: a write through the planted link landed in the home directory\n{}", fx.label(), r.show());
+    assert_eq!(r.code, Some(125), "{}: the run must be refused\n{}", fx.label(), r.show());
+    assert!(r.stderr.contains("leads through a link"), "{}\n{}", fx.label(), r.show());
+}
+
 /// An engine socket the caller's `DOCKER_HOST` (process, gvisor) or `CONTAINER_HOST`
 /// (container: pinfold's own DOCKER_HOST is the engine it runs on) names, in the project:
 /// reachable on the host (the control), never from inside. (Found: a command spoke the
@@ -77,6 +101,51 @@ fn the_engine_socket_the_caller_names_is_hidden(u: User) {
     assert!(!r.stdout.contains("CONNECTED"), "{}: the engine socket {var} names was reached from inside\n{}", fx.label(), r.show());
     std::thread::sleep(std::time::Duration::from_millis(100));
     assert_eq!(seen.load(Ordering::SeqCst), before, "{}: a connection reached the socket\n{}", fx.label(), r.show());
+}
+
+/// SSH agent sockets: the one the caller's `SSH_AUTH_SOCK` names (the variable itself is
+/// removed) and one in OpenSSH's default place (`/tmp/ssh-*/agent.*`), reachable on the host
+/// (the control), never from inside. (Found on the process backend: `ssh-keygen -Y sign`
+/// through the agent, with `~/.ssh` hidden.)
+fn agent_sockets_are_hidden(u: User) {
+    let fx = Fx::new(u, "agent_sockets_are_hidden");
+    let tmpdir = std::path::PathBuf::from(format!("/tmp/ssh-{}", fx.base.file_name().unwrap().to_string_lossy()));
+    let _ = std::fs::remove_dir_all(&tmpdir);
+    std::fs::create_dir(&tmpdir).expect("mkdir");
+    std::fs::set_permissions(&tmpdir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let named = fx.base.join("named-agent.sock");
+    let default = tmpdir.join(format!("agent.{}", std::process::id()));
+    let seen = Arc::new(AtomicUsize::new(0));
+    for sock in [&named, &default] {
+        let listener = std::os::unix::net::UnixListener::bind(sock).expect("bind the socket");
+        std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let seen2 = seen.clone();
+        std::thread::spawn(move || {
+            for s in listener.incoming() {
+                let Ok(mut s) = s else { break };
+                seen2.fetch_add(1, Ordering::SeqCst);
+                let mut b = [0u8; 16];
+                let _ = s.read(&mut b);
+            }
+        });
+    }
+    let probe = fx.py_script(
+        "probe",
+        "import socket, sys\nfor p in sys.argv[1:]:\n    s = socket.socket(socket.AF_UNIX)\n    try:\n        s.connect(p); print('CONNECTED', p)\n    except OSError as e:\n        print('refused', e)\n",
+    );
+    let mut argv = probe.clone();
+    argv.extend([Fx::s(&named), Fx::s(&default)]);
+    let control = fx.control(&argv);
+    assert_eq!(control.stdout.matches("CONNECTED").count(), 2, "{}: CONTROL FAILED: the sockets must be reachable on the host\n{}", fx.label(), control.show());
+    let before = seen.load(Ordering::SeqCst);
+    let full = fx.exec_argv(&[], &argv);
+    let mut c = fx.cmd(&full);
+    c.env("SSH_AUTH_SOCK", &named);
+    let r = run_cmd(c, full.join(" "), None, TIMEOUT);
+    let _ = std::fs::remove_dir_all(&tmpdir);
+    assert_eq!(r.stdout.matches("refused").count(), 2, "{}: the probe did not run\n{}", fx.label(), r.show());
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(seen.load(Ordering::SeqCst), before, "{}: a connection reached an agent socket\n{}", fx.label(), r.show());
 }
 
 /// The project swapped with a link to the home directory (`renameat2(RENAME_EXCHANGE)`, by a
@@ -208,6 +277,35 @@ fn no_setuid_file_is_left_in_the_project(u: User) {
     assert!(!r.stdout.contains(" ok"), "{}: a way said it worked\n{}", fx.label(), r.show());
 }
 
+/// A write-deny directory that also holds another write-deny path (so it is bound over
+/// itself writable, to pin it) and a write-deny directory whose subdirectory is pinned so:
+/// neither may be written, and the run must go ahead (not be refused for two mounts on one
+/// place). (Found on gVisor: runsc put the writable bind on top and `~/.config/git/config`
+/// was written, which ran a command at the next `git status` on the host; the container
+/// backend refused every such run.)
+fn a_write_deny_directory_holding_another_stays_read_only(u: User) {
+    let mut fx = Fx::new(u, "a_write_deny_directory_holding_another_stays_read_only");
+    for f in ["conf/inner.toml", "data/sub/file"] {
+        fx.put(&fx.proj.join(f), "x\n");
+    }
+    let p = fx.base.join("finding.toml");
+    fx.put(
+        &p,
+        "[defaults]\naction = \"allow\"\nsandbox = \"c\"\n\n[sandbox.c]\nfs.write.allow = [\".\"]\nfs.write.deny = [\"conf\", \"conf/inner.toml\", \"data\", \"data/sub/file\"]\n",
+    );
+    fx.own();
+    fx.config = Some(p);
+    let script = fx.sh_script("write", "for f in conf/new data/new data/sub/new conf/inner.toml; do (echo pwn >> $f) 2>/dev/null && echo \"WROTE $f\"; done; echo ok > free.txt; echo done");
+    let r = fx.exec(&[], &script);
+    assert_eq!(r.code, Some(0), "{}: the run must go ahead\n{}", fx.label(), r.show());
+    assert!(r.stdout.contains("done") && !r.stdout.contains("WROTE"), "{}\n{}", fx.label(), r.show());
+    for f in ["conf/new", "data/new", "data/sub/new"] {
+        assert!(!fx.proj.join(f).exists(), "{}: {f} was written on the host\n{}", fx.label(), r.show());
+    }
+    assert_eq!(std::fs::read_to_string(fx.proj.join("conf/inner.toml")).unwrap(), "x\n");
+    assert_eq!(std::fs::read_to_string(fx.proj.join("free.txt")).unwrap_or_default(), "ok\n", "{}: the project stays writable", fx.label());
+}
+
 macro_rules! on_each_backend {
     ($($case:ident),* $(,)?) => {$(
         mod $case {
@@ -230,7 +328,10 @@ macro_rules! on_each_backend {
 
 on_each_backend!(
     a_writable_root_made_a_link_is_not_followed,
+    a_writable_root_beneath_the_project_made_a_link_is_not_followed,
     the_engine_socket_the_caller_names_is_hidden,
+    agent_sockets_are_hidden,
     a_project_swapped_for_a_link_never_becomes_writable,
     no_setuid_file_is_left_in_the_project,
+    a_write_deny_directory_holding_another_stays_read_only,
 );

@@ -50,6 +50,9 @@ pub struct Context {
     pub backend: Option<BackendKind>,
     /// The container image asked for (`pinfold exec --image`), over the preset's `image`.
     pub image: Option<String>,
+    /// The kept container to run in (`pinfold serve`, through `pinfold exec
+    /// --keep-container`), when the run is on the container backend.
+    pub keep_container: Option<String>,
 }
 
 /// Everything one `pinfold exec` does, decided before it does any of it.
@@ -228,6 +231,7 @@ pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> R
         cpus: preset.container.cpus,
         memory: preset.container.memory,
         pids: preset.container.pids,
+        keep: cx.keep_container.clone(),
     };
     if !backend.records_changes() {
         undo = None;
@@ -355,6 +359,7 @@ fn sandbox_policy(
     sp.read_deny = paths(&preset.read_deny);
     sp.read_deny.extend(cx.deny_read.iter().map(|p| cwd.join(p)));
     sp.read_deny.extend(protect::engine_sockets(dirs));
+    sp.read_deny.extend(protect::agent_sockets(dirs));
     // The hook's key: a command that could read it could approve its own asks.
     if let Some(key_dir) = dirs.hook_key_dir() {
         sp.read_deny.push(key_dir.to_path_buf());

@@ -100,6 +100,26 @@ pub fn engine_sockets(dirs: &Dirs) -> Vec<PathBuf> {
     v
 }
 
+/// Key agents' sockets: hidden by default, since a command that reaches one signs with the
+/// user's keys without reading them (found: `ssh-keygen -Y sign` through the agent in
+/// `/tmp/ssh-*/agent.*`, with `~/.ssh` hidden and `SSH_AUTH_SOCK` removed). Where the
+/// caller's `SSH_AUTH_SOCK` and `GPG_AGENT_INFO` point, OpenSSH's default place, and the
+/// agents' places in the runtime directory.
+pub fn agent_sockets(dirs: &Dirs) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = vec![PathBuf::from("/tmp/ssh-*/agent.*")];
+    for var in ["SSH_AUTH_SOCK", "GPG_AGENT_INFO"] {
+        if let Some(path) = std::env::var(var).ok().and_then(|p| p.split(':').next().map(str::to_string)).filter(|p| p.starts_with('/')) {
+            v.push(PathBuf::from(path));
+        }
+    }
+    if let Some(rt) = &dirs.runtime {
+        for s in ["ssh-agent.socket", "openssh_agent", "keyring", "gcr", "gnupg"] {
+            v.push(rt.join(s));
+        }
+    }
+    v
+}
+
 /// The roots a command under `preset` may write in the project `root`: the preset's own; for
 /// a preset that may write the project, also its git directory (worktrees) and the toolchain
 /// caches that exist ([`pinfold_sandbox::default_writable`]).

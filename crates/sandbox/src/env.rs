@@ -39,6 +39,13 @@ pub const SECRET_PATTERNS: &[&str] = &[
     "*_DSN",
     "MYSQL_PWD",
     "*_JWT",
+    "JWT",
+    "*_PAT",
+    "*_PASS",
+    "PGPASS",
+    "*PASSPHRASE*",
+    "*BEARER*",
+    "*_KEY_*",
     "*WEBHOOK*",
     "NETRC",
     "AUTH",
@@ -50,6 +57,15 @@ pub const SECRET_PATTERNS: &[&str] = &[
 pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     SECRET_PATTERNS.iter().any(|p| pinfold_glob::is_match(p, &upper, pinfold_glob::Syntax::STAR))
+}
+
+/// Whether a value is a URL with a password in it (`scheme://user:pass@host`), as
+/// connection strings are under names of every kind (`MONGODB_URI`, `REDIS_URL`).
+pub fn has_url_password(value: &str) -> bool {
+    value.split("://").skip(1).any(|rest| {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        authority.rsplit_once('@').is_some_and(|(userinfo, _)| userinfo.split_once(':').is_some_and(|(_, pass)| !pass.is_empty()))
+    })
 }
 
 /// The environment for the command: `env` minus secrets not in `keep`, plus `set`. Returns
@@ -66,7 +82,7 @@ pub fn scrub(env: impl Iterator<Item = (String, String)>, keep: &[String], set: 
         if set.iter().any(|(s, _)| *s == k) {
             continue;
         }
-        if is_secret_name(&k) && !keep.contains(&k) {
+        if (is_secret_name(&k) || has_url_password(&v)) && !keep.contains(&k) {
             removed.push(k);
         } else {
             out.push((k, v));
@@ -88,6 +104,20 @@ mod tests {
         }
         for n in ["PATH", "HOME", "CARGO_HOME", "LANG", "TERM", "KEYBOARD", "RUST_LOG", "MONKEY"] {
             assert!(!is_secret_name(n), "{n}");
+        }
+        // What an outside attack found passing through.
+        for n in ["GITHUB_PAT", "GH_PAT", "DB_PASS", "SMTP_PASS", "RABBITMQ_DEFAULT_PASS", "PGPASS", "JWT", "BEARER", "SIGNING_KEY_B64", "GPG_PASSPHRASE"] {
+            assert!(is_secret_name(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn urls_with_passwords() {
+        for v in ["mongodb://app:s3cret@db:27017/x", "redis://:pw@cache:6379", "https://u:p@example.test/path", "a postgres://u:p@h/db"] {
+            assert!(has_url_password(v), "{v}");
+        }
+        for v in ["https://example.test/a:b@c", "http://user@host", "https://host:8080/", "/usr/bin:/bin", "mailto:a@b", "http://u:@h"] {
+            assert!(!has_url_password(v), "{v}");
         }
     }
 

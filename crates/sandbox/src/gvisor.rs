@@ -305,7 +305,14 @@ fn bind(dest: &Path, src: &Path, writable: bool) -> Value {
 fn config(policy: &Policy, p: &Prepared, program: &Path, argv: &[String], stage: &mut Stage) -> Result<Value, SandboxError> {
     let r = &p.resolved;
     let mut mounts = Vec::new();
+    // A writable bind at or beneath a write-deny path is left out: runsc does not keep two
+    // mounts of one destination, or a parent's and a child's, in the order given, so the
+    // writable one could end up on top (found: `~/.config` bound read-only and writable,
+    // written). The read-only bind of the deny path covers the tree beneath it, as the process
+    // backend's recursive read-only bind does.
+    let denied = |d: &Path| r.write_deny.iter().any(|w| d.starts_with(w));
     let mut writable = r.writable.clone();
+    writable.retain(|w| !denied(w));
     writable.sort_by_key(|w| w.components().count());
     for w in &writable {
         mounts.push(bind(w, &stage.pin(w)?, true));
@@ -316,7 +323,7 @@ fn config(policy: &Policy, p: &Prepared, program: &Path, argv: &[String], stage:
     let hidden = |d: &Path| r.read_deny.iter().any(|(h, _)| d.starts_with(h));
     let mut pins = r.pins.clone();
     pins.sort_by_key(|w| w.components().count());
-    for d in pins.iter().filter(|d| !hidden(d)) {
+    for d in pins.iter().filter(|d| !hidden(d) && !denied(d)) {
         mounts.push(bind(d, &stage.pin(d)?, true));
     }
     for d in r.write_deny.iter().filter(|d| !hidden(d)) {

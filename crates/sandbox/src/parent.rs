@@ -86,16 +86,21 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
                 if c != *w && policy.cwd.starts_with(w) {
                     return Err(moved(w, format!("{} is a link (to {}) now; it was not when pinfold started: a command beside this one may have swapped it", w.display(), c.display())));
                 }
-                // A root beneath another writable root is taken only if no link below that
-                // root leads elsewhere: a command could have made `build` a link to the home
-                // directory, and the next run would have made the home directory writable.
-                for o in policy.writable.iter().filter(|o| *o != w && w.starts_with(o)) {
+                // A root beneath another writable root, or beneath the working directory, is
+                // taken only if no link below that directory leads elsewhere: a command could
+                // have made `build` a link to the home directory, and the next run would have
+                // made the home directory writable (found: a preset writing only `out`, after
+                // a run under another preset made `out` a link). The working directory counts
+                // because another preset, or the project's own files, may have been writable
+                // to an earlier run.
+                let cwd = std::iter::once(&policy.cwd).filter(|d| d.is_absolute());
+                for o in policy.writable.iter().filter(|o| *o != w && w.starts_with(o)).chain(cwd.filter(|d| *d != w && w.starts_with(d))) {
                     if let (Ok(oc), Ok(rest)) = (sys::canonicalize(o), w.strip_prefix(o)) {
                         if c != oc.join(rest) {
                             return Err(SandboxError::Setup {
                                 step: Step::WorkingDir(w.clone()),
                                 source: std::io::Error::other(format!(
-                                    "the writable root {} leads through a link beneath the writable root {} (to {}), which a command could have made",
+                                    "the writable root {} leads through a link beneath {} (to {}), which a command could have made; name the real path in the policy if the link is meant",
                                     w.display(),
                                     o.display(),
                                     c.display()

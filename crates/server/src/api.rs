@@ -263,7 +263,7 @@ pub struct CreateSandbox {
     /// Seconds the sandbox lives, 1 to 604800 (a week); the server's default without it.
     #[schema(minimum = 1, maximum = 604800)]
     ttl_s: Option<u64>,
-    /// Where its commands run, over the preset's `backend`: `process` or `gvisor` (see
+    /// Where its commands run, over the preset's `backend`: `process`, `gvisor` or `container` (see
     /// docs/backends.md). Refused when this machine cannot run it.
     #[schema(example = "gvisor")]
     backend: Option<String>,
@@ -504,12 +504,25 @@ async fn delete_sandbox(State(app): State<App>, actor: Actor, UrlPath(id): UrlPa
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// The name of the container a sandbox's runs on the container backend are kept in.
+pub(crate) fn kept_name(id: &str) -> String {
+    format!("pinfold-kept-{id}")
+}
+
 /// Kill what runs in `sb`, forget it, and remove its workspace if the server made it.
 pub fn remove_sandbox(app: &App, sb: &Sandbox, by: &str, event: &str) -> Result<(), ApiError> {
     record(app, "serve_sandbox", json!({"event": event, "actor": by, "sandbox": sb.id}))?;
     // The row first, then the runs (see App::running_add).
     db::delete_sandbox(&app.db(), &sb.id)?;
     app.kill_sandbox(&sb.id);
+    // Its kept container, when its runs were on the container backend (a run killed just now
+    // takes it along itself; this removes an idle one).
+    let kept = kept_name(&sb.id);
+    std::thread::spawn(move || {
+        if let Err(e) = pinfold_sandbox::remove_kept(&kept) {
+            crate::log(&format!("could not remove the kept container {kept}: {e}"));
+        }
+    });
     if let Some(c) = app.dirs_for(&sb.id).cache {
         let _ = std::fs::remove_dir_all(c);
     }

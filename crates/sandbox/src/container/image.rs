@@ -564,7 +564,12 @@ fn sweep_work_dirs(parent: &File, ns: &u64) {
     for e in entries.flatten() {
         let name = e.file_name();
         let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else { continue };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<libc::pid_t>().ok()).filter(|p| *p > 0) else { continue };
+        // Exactly PID-XXXXXXXX, as `new` names them.
+        let Some((pid, suffix)) = rest.split_once('-') else { continue };
+        if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) || suffix.len() != 8 || !suffix.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue;
+        }
+        let Some(pid) = pid.parse::<libc::pid_t>().ok().filter(|p| *p > 0) else { continue };
         // lstat: a link of that name is no work directory.
         let Ok(meta) = std::fs::symlink_metadata(at(parent, &name)) else { continue };
         if !meta.is_dir() || meta.uid() != uid || ns == &0 {

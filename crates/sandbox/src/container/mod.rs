@@ -16,6 +16,7 @@
 pub(crate) mod engine;
 pub mod image;
 pub(crate) mod profile;
+pub mod kept;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -54,6 +55,10 @@ pub struct ContainerSettings {
     /// Most processes (and threads) the container may hold at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pids: Option<u32>,
+    /// Run in the container of this name kept between runs (`pinfold serve`'s sandboxes),
+    /// made by the first; see [`kept`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<String>,
 }
 
 /// What a container run was, for the report.
@@ -76,6 +81,11 @@ pub struct ContainerReport {
     /// held and the engine did not say why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_killed: Option<String>,
+    /// The kept container the command ran in, and whether this run made it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kept_made: bool,
 }
 
 /// The default cap on `nproc` when no `pids` is given: Podman's runc refuses values above
@@ -208,9 +218,29 @@ impl Backend for Container {
             host.network_mode = Some(format!("ns:/proc/{}/ns/net", ns.pid));
             body.network_disabled = Some(false);
         }
-        let name = format!("pinfold-{}-{}", std::process::id(), unique());
         let mut report = prepared.report.clone();
-        let result = launch(&engine, &about, &name, body, &runtime, settings, hooks);
+        // A kept container (not with the proxy: its network namespace lives for this run).
+        let kept = match settings.keep.as_deref().filter(|_| netns.is_none()) {
+            Some(keep) if !kept::valid_name(keep) => return Err(err(format!("{keep:?} is not a kept container's name"), "a kept container is named pinfold-kept-…")),
+            Some(keep) => kept::find_or_make(&engine, &about, keep, &body, &runtime).map(|k| k.map(|k| (keep.to_string(), k))),
+            None => Ok(None),
+        };
+        let (result, kept) = match kept {
+            Ok(Some((keep, k))) => {
+                let reaper = Reaper::spawn(&engine.socket, &k.id);
+                let (user, env, cwd) = (body.user.clone(), body.env.clone().unwrap_or_default(), body.working_dir.clone().unwrap_or_default());
+                let code = engine.rt.block_on(kept::exec(&engine, &k.id, user, env, cwd, argv, hooks));
+                if let Some(r) = reaper {
+                    r.done();
+                }
+                (code.map(|c| (c, None, k.image_id)), Some((keep, k.made)))
+            }
+            Ok(None) => {
+                let name = format!("pinfold-{}-{}", std::process::id(), unique());
+                (launch(&engine, &about, &name, body, &runtime, settings, hooks), None)
+            }
+            Err(e) => (Err(e), None),
+        };
         drop(netns);
         let _ = std::fs::remove_file(prepared.run_dir.join(format!("seccomp-{}.json", std::process::id())));
         drop(prepared);
@@ -241,6 +271,8 @@ impl Backend for Container {
             memory: settings.memory,
             pids: settings.pids,
             memory_killed,
+            kept_made: kept.as_ref().is_some_and(|k| k.1),
+            kept: kept.map(|k| k.0),
         });
         Ok(Outcome { code, report, reaper: Default::default() })
     }
@@ -286,10 +318,14 @@ fn create_body(policy: &Policy, p: &Prepared, about: &engine::Ping, image: &str,
     let r = &p.resolved;
     let mut mounts = Vec::new();
     let hidden = |d: &Path| r.read_deny.iter().any(|(h, _)| d.starts_with(h));
-    for w in &r.writable {
+    // No writable bind at or beneath a write-deny path: the engine refuses two mounts of one
+    // destination, and orders a parent's and a child's by depth, which would put a writable
+    // child over its read-only parent. The deny path's read-only bind covers what is beneath.
+    let denied = |d: &Path| r.write_deny.iter().any(|w| d.starts_with(w));
+    for w in r.writable.iter().filter(|w| !denied(w)) {
         mounts.push(bind(w, checked_source(w)?, false));
     }
-    for d in r.pins.iter().filter(|d| !hidden(d)) {
+    for d in r.pins.iter().filter(|d| !hidden(d) && !denied(d)) {
         mounts.push(bind(d, checked_source(d)?, false));
     }
     for d in r.write_deny.iter().filter(|d| !hidden(d)) {
@@ -465,7 +501,6 @@ fn memory_verdict(engine: &Engine, id: &str, code: i32, settings: &ContainerSett
 }
 
 async fn run_attached(engine: &Engine, podman: bool, id: &str, hooks: Hooks<'_>) -> Result<i32, SandboxError> {
-    use tokio::io::AsyncWriteExt;
     let docker = &engine.docker;
     // Podman creates the container's process as it attaches: a command that is not there
     // fails here.
@@ -473,61 +508,24 @@ async fn run_attached(engine: &Engine, podman: bool, id: &str, hooks: Hooks<'_>)
         Ok(a) => a,
         Err(e) => return start_failure(&e.to_string()),
     };
-    let mut output = attached.output;
-    let mut input = attached.input;
+    let output = attached.output;
+    let input = attached.input;
     (hooks.release)().map_err(SandboxError::NotReleased)?;
     if let Err(e) = docker.start_container(id, None).await {
         return start_failure(&e.to_string());
     }
-    // Our stdin, to the container's, from a thread (reading a terminal blocks).
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
-    std::thread::spawn(move || {
-        let mut stdin = std::io::stdin().lock();
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match stdin.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if tx.blocking_send(buf[..n].to_vec()).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-    });
-    let pump_in = async move {
-        while let Some(chunk) = rx.recv().await {
-            if input.write_all(&chunk).await.is_err() {
-                return;
-            }
-        }
-        let _ = input.shutdown().await;
-    };
+    let pump_in = pump_stdin(input);
     // The end of what the container wrote to stderr: the engine's init says there why the
     // command could not start.
     let tail = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
-    let tail_w = tail.clone();
     let (eof_tx, eof_rx) = tokio::sync::oneshot::channel::<()>();
-    let pump_out = async move {
-        let _eof = eof_tx;
-        while let Some(item) = output.next().await {
-            let Ok(item) = item else { break };
-            let (fd, bytes) = match item {
-                bollard::container::LogOutput::StdErr { message } => (2, message),
-                bollard::container::LogOutput::StdOut { message } | bollard::container::LogOutput::Console { message } => (1, message),
-                bollard::container::LogOutput::StdIn { .. } => continue,
-            };
-            if fd == 2
-                && let Ok(mut t) = tail_w.lock()
-            {
-                t.extend_from_slice(&bytes);
-                let excess = t.len().saturating_sub(1024);
-                t.drain(..excess);
-            }
-            let _ = write_fd(fd, &bytes);
+    let pump_out = {
+        let tail = tail.clone();
+        async move {
+            let _eof = eof_tx;
+            pump_output(output, tail).await;
         }
     };
-    let pump_in = tokio::spawn(pump_in);
     let waiting = async {
         let mut waits = docker.wait_container(id, None::<WaitContainerOptions>);
         match waits.next().await {
@@ -560,27 +558,17 @@ async fn run_attached(engine: &Engine, podman: bool, id: &str, hooks: Hooks<'_>)
         }
     };
     // The signals the other backends pass on to the command, passed on to the container.
-    let mut signals: Vec<(libc::c_int, tokio::signal::unix::Signal)> = crate::FORWARDED
-        .iter()
-        .filter_map(|s| Some((*s, tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(*s)).ok()?)))
-        .collect();
+    let mut signals = forwarded_signals();
     tokio::pin!(waiting);
     tokio::pin!(stopped);
     tokio::pin!(pump_out);
     let mut out_done = false;
     let code = loop {
-        let next_signal = futures_util::future::select_all(signals.iter_mut().map(|(n, s)| {
-            let n = *n;
-            Box::pin(async move {
-                s.recv().await;
-                n
-            })
-        }));
         tokio::select! {
             c = &mut waiting => break c?,
             c = &mut stopped => break c,
             () = &mut pump_out, if !out_done => out_done = true,
-            (n, _, _) = next_signal => {
+            n = next_signal(&mut signals) => {
                 let _ = docker.kill_container(id, Some(KillContainerOptions { signal: n.to_string() })).await;
             }
         }
@@ -593,6 +581,80 @@ async fn run_attached(engine: &Engine, podman: bool, id: &str, hooks: Hooks<'_>)
     let code = code.clamp(0, 255) as i32;
     let tail = tail.lock().map(|t| String::from_utf8_lossy(&t).into_owned()).unwrap_or_default();
     Ok(init_failure(code, &tail).unwrap_or(code))
+}
+
+/// What the engine hands back for a container's or an exec's output and input.
+type OutputStream = std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<bollard::container::LogOutput, bollard::errors::Error>> + Send>>;
+type InputSink = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+
+/// Our stdin, to the container's (from a thread: reading a terminal blocks), closed at its end.
+fn pump_stdin(mut input: InputSink) -> tokio::task::JoinHandle<()> {
+    use tokio::io::AsyncWriteExt;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match stdin.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if tx.blocking_send(buf[..n].to_vec()).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    tokio::spawn(async move {
+        while let Some(chunk) = rx.recv().await {
+            if input.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+        let _ = input.shutdown().await;
+    })
+}
+
+/// The container's stdout and stderr to ours until the stream ends; the last KiB of stderr
+/// into `tail`.
+async fn pump_output(mut output: OutputStream, tail: std::sync::Arc<std::sync::Mutex<Vec<u8>>>) {
+    while let Some(item) = output.next().await {
+        let Ok(item) = item else { break };
+        let (fd, bytes) = match item {
+            bollard::container::LogOutput::StdErr { message } => (2, message),
+            bollard::container::LogOutput::StdOut { message } | bollard::container::LogOutput::Console { message } => (1, message),
+            bollard::container::LogOutput::StdIn { .. } => continue,
+        };
+        if fd == 2
+            && let Ok(mut t) = tail.lock()
+        {
+            t.extend_from_slice(&bytes);
+            let excess = t.len().saturating_sub(1024);
+            t.drain(..excess);
+        }
+        let _ = write_fd(fd, &bytes);
+    }
+}
+
+/// The signals pinfold passes on ([`crate::FORWARDED`]), each a stream of its own.
+fn forwarded_signals() -> Vec<(libc::c_int, tokio::signal::unix::Signal)> {
+    crate::FORWARDED.iter().filter_map(|s| Some((*s, tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(*s)).ok()?))).collect()
+}
+
+/// The next of `signals` to arrive.
+async fn next_signal(signals: &mut [(libc::c_int, tokio::signal::unix::Signal)]) -> libc::c_int {
+    if signals.is_empty() {
+        return std::future::pending().await;
+    }
+    let (n, _, _) = futures_util::future::select_all(signals.iter_mut().map(|(n, s)| {
+        let n = *n;
+        Box::pin(async move {
+            s.recv().await;
+            n
+        })
+    }))
+    .await;
+    n
 }
 
 /// The exit code a shell would give when the engine's init could not start the command:
@@ -823,7 +885,8 @@ fn sweep_dead(engine: &Engine) {
         if labels.get(PIDNS_LABEL).is_none_or(|ns| ns.is_empty() || *ns != pid_namespace()) {
             continue;
         }
-        let Some(pid) = labels.get(LABEL).and_then(|p| p.parse::<libc::pid_t>().ok()) else { continue };
+        // Digits only: a label pinfold did not write (`+12`) is not a pid.
+        let Some(pid) = labels.get(LABEL).filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())).and_then(|p| p.parse::<libc::pid_t>().ok()) else { continue };
         let gone = pid > 0 && sys::kill(pid, 0).is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH));
         if let (true, Some(id)) = (gone, c.id) {
             let _ = engine.rt.block_on(engine.docker.remove_container(&id, Some(RemoveContainerOptions { force: true, v: true, ..Default::default() })));
