@@ -407,6 +407,15 @@ fn remove_container(name: &str) {
     let _ = std::process::Command::new("podman").args(["--url", &engine().host, "rm", "-f", name]).output();
 }
 
+/// Removes the named container when the test ends, passed or failed.
+struct Removed(String);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        remove_container(&self.0);
+    }
+}
+
 /// The second run enters the container the first made (its /tmp is still there), with every
 /// guarantee a one-shot container has: no capabilities, no-new-privileges, the seccomp
 /// profile (setuid bits refused), writes outside the roots never reaching the host, the
@@ -419,6 +428,7 @@ fn a_kept_container_is_entered_again_with_every_guarantee() {
     std::fs::write(fx.home.join(".ssh/id_test"), "SECRET-KEY\n").unwrap();
     let policy = container_policy(&fx, &format!("fs.read.deny = [{:?}]\n", Fx::s(&fx.home.join(".ssh"))));
     let name = format!("pinfold-kept-test-{}", std::process::id());
+    let _removed = Removed(name.clone());
     remove_container(&name);
     let (r, rep) = kept_exec(&fx, &policy, &name, &fx.base.join("r1.json"), &["bash", "-c", "echo one > /tmp/left-by-one; echo first > first.txt"]);
     assert_eq!(r.code, Some(0), "{}", r.show());
@@ -458,6 +468,7 @@ fn a_kept_run_killed_takes_its_container_and_signals_reach_it() {
     let fx = Fx::new(User::Root, "a_kept_run_killed_takes_its_container_and_signals_reach_it");
     let policy = container_policy(&fx, "");
     let name = format!("pinfold-kept-kill-{}", std::process::id());
+    let _removed = Removed(name.clone());
     remove_container(&name);
     let spawn = |script: &str| {
         let argv = [crate::support::pinfold_bin(), "exec".into(), "-c".into(), Fx::s(&policy), "--keep-container".into(), name.clone(), "--".into(), "bash".into(), "-c".into(), script.to_string()];
@@ -500,6 +511,7 @@ fn a_container_pinfold_did_not_keep_is_not_entered() {
     let fx = Fx::new(User::Root, "a_container_pinfold_did_not_keep_is_not_entered");
     let policy = container_policy(&fx, "");
     let name = format!("pinfold-kept-foreign-{}", std::process::id());
+    let _removed = Removed(name.clone());
     remove_container(&name);
     let made = std::process::Command::new("podman")
         .args(["--url", &engine().host, "run", "-d", "--name", &name, "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", &toolbox_image(), "sleep", "300"])

@@ -314,6 +314,14 @@ fn a_container_sandbox_keeps_its_container_until_deleted() {
     let s = Server::start(&fx, &[]);
     let sb = s.sandbox(&s.agent, json!({"preset": "boxed"}));
     let name = format!("pinfold-kept-{sb}");
+    // Removed when the test ends, passed or failed.
+    struct Gone(String, String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("podman").args(["--url", &self.1, "rm", "-f", &self.0]).output();
+        }
+    }
+    let _gone = Gone(name.clone(), engine.host.clone());
     let r = s.exec(&s.agent, &sb, json!({"command": "echo one > /tmp/left; echo made > made.txt"}));
     assert_eq!((r.status, r.json()["exit_code"].as_i64()), (200, Some(0)), "{}", r.text());
     assert_eq!(fs::read_to_string(s.workspace(&sb).join("made.txt")).unwrap_or_default(), "made\n");
