@@ -111,6 +111,7 @@ mod tests {
         }
     }
 
+    // address-literal: never connected (values only parsed for a password)
     #[test]
     fn urls_with_passwords() {
         for v in ["mongodb://app:s3cret@db:27017/x", "redis://:pw@cache:6379", "https://u:p@example.test/path", "a postgres://u:p@h/db"] {
