@@ -504,11 +504,6 @@ async fn delete_sandbox(State(app): State<App>, actor: Actor, UrlPath(id): UrlPa
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The name of the container a sandbox's runs on the container backend are kept in.
-pub(crate) fn kept_name(id: &str) -> String {
-    format!("pinfold-kept-{id}")
-}
-
 /// Kill what runs in `sb`, forget it, and remove its workspace if the server made it.
 pub fn remove_sandbox(app: &App, sb: &Sandbox, by: &str, event: &str) -> Result<(), ApiError> {
     record(app, "serve_sandbox", json!({"event": event, "actor": by, "sandbox": sb.id}))?;
@@ -517,7 +512,7 @@ pub fn remove_sandbox(app: &App, sb: &Sandbox, by: &str, event: &str) -> Result<
     app.kill_sandbox(&sb.id);
     // Its kept container, when its runs were on the container backend (a run killed just now
     // takes it along itself; this removes an idle one).
-    let kept = kept_name(&sb.id);
+    let kept = crate::run::kept_name(&sb.id);
     std::thread::spawn(move || {
         if let Err(e) = pinfold_sandbox::remove_kept(&kept) {
             crate::log(&format!("could not remove the kept container {kept}: {e}"));

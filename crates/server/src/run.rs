@@ -37,6 +37,11 @@ pub struct Spec {
     pub cache: Option<PathBuf>,
 }
 
+/// The name of the container a sandbox's runs on the container backend are kept in.
+pub(crate) fn kept_name(sandbox: &str) -> String {
+    format!("pinfold-kept-{sandbox}")
+}
+
 /// A piece of output as it comes, for streaming.
 #[derive(Debug)]
 pub enum Chunk {
