@@ -27,10 +27,6 @@ pub struct ExecArgs {
     /// With the container backend: run in this image instead of the preset's `image`.
     #[arg(long, value_name = "IMAGE")]
     pub(crate) image: Option<String>,
-    /// With the container backend: run in the container of this name kept between runs
-    /// (`pinfold serve` passes it for each sandbox; docs/backends.md).
-    #[arg(long, value_name = "NAME", hide = true)]
-    pub(crate) keep_container: Option<String>,
     /// Also let the command write PATH (repeatable).
     #[arg(long = "write", value_name = "PATH")]
     pub(crate) write: Vec<PathBuf>,
@@ -110,7 +106,6 @@ pub fn run(args: ExecArgs, dirs: &Dirs) -> Result<i32, Error> {
         java_tool_options: std::env::var("JAVA_TOOL_OPTIONS").ok(),
         backend: args.backend.as_deref().map(|b| b.parse().expect("clap allows only known backends")),
         image: args.image.clone(),
-        keep_container: args.keep_container.clone(),
     };
     let plan = pinfold_plan::plan(&args.command, &cx, &policy, dirs)?;
     let j = &plan.judgement;

@@ -50,9 +50,6 @@ pub struct Context {
     pub backend: Option<BackendKind>,
     /// The container image asked for (`pinfold exec --image`), over the preset's `image`.
     pub image: Option<String>,
-    /// The kept container to run in (`pinfold serve`, through `pinfold exec
-    /// --keep-container`), when the run is on the container backend.
-    pub keep_container: Option<String>,
 }
 
 /// Everything one `pinfold exec` does, decided before it does any of it.
@@ -231,7 +228,6 @@ pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> R
         cpus: preset.container.cpus,
         memory: preset.container.memory,
         pids: preset.container.pids,
-        keep: cx.keep_container.clone(),
     };
     if !backend.records_changes() {
         undo = None;

@@ -100,7 +100,7 @@ pub fn engine_sockets(dirs: &Dirs) -> Vec<PathBuf> {
     v
 }
 
-/// Key agents' sockets: hidden by default, since a command that reaches one signs with the
+/// Key agents' sockets and credential caches: hidden by default, since a command that reaches one signs with the
 /// user's keys without reading them (found: `ssh-keygen -Y sign` through the agent in
 /// `/tmp/ssh-*/agent.*`, with `~/.ssh` hidden and `SSH_AUTH_SOCK` removed). Where the
 /// caller's `SSH_AUTH_SOCK` and `GPG_AGENT_INFO` point, OpenSSH's default place, and the
@@ -111,6 +111,12 @@ pub fn agent_sockets(dirs: &Dirs) -> Vec<PathBuf> {
         if let Some(path) = std::env::var(var).ok().and_then(|p| p.split(':').next().map(str::to_string)).filter(|p| p.starts_with('/')) {
             v.push(PathBuf::from(path));
         }
+    }
+    // Kerberos credential caches: the one KRB5CCNAME names (`FILE:/path` or a path) and
+    // the default place.
+    v.push(PathBuf::from("/tmp/krb5cc_*"));
+    if let Some(path) = std::env::var("KRB5CCNAME").ok().map(|p| p.strip_prefix("FILE:").unwrap_or(&p).to_string()).filter(|p| p.starts_with('/')) {
+        v.push(PathBuf::from(path));
     }
     if let Some(rt) = &dirs.runtime {
         for s in ["ssh-agent.socket", "openssh_agent", "keyring", "gcr", "gnupg"] {

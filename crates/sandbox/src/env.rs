@@ -46,6 +46,10 @@ pub const SECRET_PATTERNS: &[&str] = &[
     "*PASSPHRASE*",
     "*BEARER*",
     "*_KEY_*",
+    "SSHPASS",
+    "BW_SESSION",
+    "OP_SESSION_*",
+    "AUTHORIZATION",
     "*WEBHOOK*",
     "NETRC",
     "AUTH",
@@ -59,9 +63,15 @@ pub fn is_secret_name(name: &str) -> bool {
     SECRET_PATTERNS.iter().any(|p| pinfold_glob::is_match(p, &upper, pinfold_glob::Syntax::STAR))
 }
 
-/// Whether a value is a URL with a password in it (`scheme://user:pass@host`), as
-/// connection strings are under names of every kind (`MONGODB_URI`, `REDIS_URL`).
+/// Whether a value carries a secret whatever its name: a URL with a password in it
+/// (`scheme://user:pass@host`, as `MONGODB_URI` and `REDIS_URL` hold), a connection string's
+/// or query's password (`Password=…`, `password=…`), an HTTP authorization header, a PEM
+/// private key.
 pub fn has_url_password(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    if ["password=", "pwd=", "authorization:", "private key-----"].iter().any(|m| lower.contains(m)) {
+        return true;
+    }
     value.split("://").skip(1).any(|rest| {
         let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
         authority.rsplit_once('@').is_some_and(|(userinfo, _)| userinfo.split_once(':').is_some_and(|(_, pass)| !pass.is_empty()))
@@ -106,7 +116,7 @@ mod tests {
             assert!(!is_secret_name(n), "{n}");
         }
         // What an outside attack found passing through.
-        for n in ["GITHUB_PAT", "GH_PAT", "DB_PASS", "SMTP_PASS", "RABBITMQ_DEFAULT_PASS", "PGPASS", "JWT", "BEARER", "SIGNING_KEY_B64", "GPG_PASSPHRASE"] {
+        for n in ["GITHUB_PAT", "GH_PAT", "DB_PASS", "SMTP_PASS", "RABBITMQ_DEFAULT_PASS", "PGPASS", "JWT", "BEARER", "SIGNING_KEY_B64", "GPG_PASSPHRASE", "SSHPASS", "BW_SESSION", "OP_SESSION_my", "Authorization"] {
             assert!(is_secret_name(n), "{n}");
         }
     }
@@ -114,7 +124,16 @@ mod tests {
     // address-literal: never connected (values only parsed for a password)
     #[test]
     fn urls_with_passwords() {
-        for v in ["mongodb://app:s3cret@db:27017/x", "redis://:pw@cache:6379", "https://u:p@example.test/path", "a postgres://u:p@h/db"] {
+        for v in [
+            "mongodb://app:s3cret@db:27017/x",
+            "redis://:pw@cache:6379",
+            "https://u:p@example.test/path",
+            "a postgres://u:p@h/db",
+            "Server=h;User Id=u;Password=p13;",
+            "jdbc:mysql://h/db?user=u&password=p27",
+            "http.extraheader=Authorization: basic abc",
+            "-----BEGIN PRIVATE KEY-----\nMII",
+        ] {
             assert!(has_url_password(v), "{v}");
         }
         for v in ["https://example.test/a:b@c", "http://user@host", "https://host:8080/", "/usr/bin:/bin", "mailto:a@b", "http://u:@h"] {

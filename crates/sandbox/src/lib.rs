@@ -61,7 +61,6 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use backend::{statuses as backend_statuses, Backend, BackendKind, BackendStatus, UnknownBackend};
-pub use container::kept::remove_kept;
 pub use container::{ContainerReport, ContainerSettings};
 pub use gvisor::RUNSC_ENV;
 pub use env::{is_secret_name, SECRET_PATTERNS};

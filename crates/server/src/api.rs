@@ -510,14 +510,6 @@ pub fn remove_sandbox(app: &App, sb: &Sandbox, by: &str, event: &str) -> Result<
     // The row first, then the runs (see App::running_add).
     db::delete_sandbox(&app.db(), &sb.id)?;
     app.kill_sandbox(&sb.id);
-    // Its kept container, when its runs were on the container backend (a run killed just now
-    // takes it along itself; this removes an idle one).
-    let kept = crate::run::kept_name(&sb.id);
-    std::thread::spawn(move || {
-        if let Err(e) = pinfold_sandbox::remove_kept(&kept) {
-            crate::log(&format!("could not remove the kept container {kept}: {e}"));
-        }
-    });
     if let Some(c) = app.dirs_for(&sb.id).cache {
         let _ = std::fs::remove_dir_all(c);
     }

@@ -311,7 +311,6 @@ async fn perform(app: &App, sb: &Sandbox, workspace: &Path, action: Action, pres
                 // the policy puts it.
                 preset: if approved { preset } else { sb.preset.clone() },
                 backend: sb.backend.clone(),
-                keep: Some(run::kept_name(&sb.id)),
                 text,
                 stdin: stdin.map(String::into_bytes),
                 timeout: Duration::from_secs(timeout_s),

@@ -21,9 +21,6 @@ pub struct Spec {
     pub preset: Option<String>,
     /// `pinfold exec --backend`, when the sandbox names one.
     pub backend: Option<String>,
-    /// `pinfold exec --keep-container`: the sandbox's container, kept between its runs when
-    /// they are on the container backend (ignored on the others).
-    pub keep: Option<String>,
     pub text: String,
     pub stdin: Option<Vec<u8>>,
     pub timeout: Duration,
@@ -35,11 +32,6 @@ pub struct Spec {
     pub session: String,
     /// The policy cache `pinfold exec` uses (the sandbox's own).
     pub cache: Option<PathBuf>,
-}
-
-/// The name of the container a sandbox's runs on the container backend are kept in.
-pub(crate) fn kept_name(sandbox: &str) -> String {
-    format!("pinfold-kept-{sandbox}")
 }
 
 /// A piece of output as it comes, for streaming.
@@ -71,9 +63,6 @@ pub async fn run(spec: Spec, started: impl FnOnce(u32), chunks: Option<mpsc::Sen
     }
     if let Some(b) = &spec.backend {
         cmd.arg("--backend").arg(b);
-    }
-    if let Some(k) = &spec.keep {
-        cmd.arg("--keep-container").arg(k);
     }
     cmd.arg("--").arg(&spec.text);
     cmd.env_remove(pinfold_plan::token::ENV).env_remove("PINFOLD_TOKEN").env(pinfold_plan::record::SESSION_ENV, &spec.session);

@@ -16,7 +16,6 @@
 pub(crate) mod engine;
 pub mod image;
 pub(crate) mod profile;
-pub mod kept;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -55,10 +54,6 @@ pub struct ContainerSettings {
     /// Most processes (and threads) the container may hold at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pids: Option<u32>,
-    /// Run in the container of this name kept between runs (`pinfold serve`'s sandboxes),
-    /// made by the first; see [`kept`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub keep: Option<String>,
 }
 
 /// What a container run was, for the report.
@@ -81,11 +76,6 @@ pub struct ContainerReport {
     /// held and the engine did not say why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_killed: Option<String>,
-    /// The kept container the command ran in, and whether this run made it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kept: Option<String>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub kept_made: bool,
 }
 
 /// The default cap on `nproc` when no `pids` is given: Podman's runc refuses values above
@@ -218,31 +208,11 @@ impl Backend for Container {
             host.network_mode = Some(format!("ns:/proc/{}/ns/net", ns.pid));
             body.network_disabled = Some(false);
         }
+        let name = format!("pinfold-{}-{}", std::process::id(), unique());
         let mut report = prepared.report.clone();
-        // A kept container (not with the proxy: its network namespace lives for this run).
-        let kept = match settings.keep.as_deref().filter(|_| netns.is_none()) {
-            Some(keep) if !kept::valid_name(keep) => return Err(err(format!("{keep:?} is not a kept container's name"), "a kept container is named pinfold-kept-…")),
-            Some(keep) => kept::find_or_make(&engine, &about, keep, &body, &runtime).map(|k| k.map(|k| (keep.to_string(), k))),
-            None => Ok(None),
-        };
-        let (result, kept) = match kept {
-            Ok(Some((keep, k))) => {
-                let reaper = Reaper::spawn(&engine.socket, &k.id);
-                let (user, env, cwd) = (body.user.clone(), body.env.clone().unwrap_or_default(), body.working_dir.clone().unwrap_or_default());
-                let code = engine.rt.block_on(kept::exec(&engine, &k.id, user, env, cwd, argv, hooks));
-                if let Some(r) = reaper {
-                    r.done();
-                }
-                (code.map(|c| (c, None, k.image_id)), Some((keep, k.made)))
-            }
-            Ok(None) => {
-                let name = format!("pinfold-{}-{}", std::process::id(), unique());
-                (launch(&engine, &about, &name, body, &runtime, settings, hooks), None)
-            }
-            Err(e) => (Err(e), None),
-        };
+        let result = launch(&engine, &about, &name, body, &runtime, settings, hooks);
         drop(netns);
-        let _ = std::fs::remove_file(prepared.run_dir.join(format!("seccomp-{}.json", std::process::id())));
+        let _ = std::fs::remove_file(prepared.run_dir.join(profile_file_name(std::process::id())));
         drop(prepared);
         let (code, memory_killed, image_id) = result?;
         report.backend = BackendKind::Container;
@@ -271,8 +241,6 @@ impl Backend for Container {
             memory: settings.memory,
             pids: settings.pids,
             memory_killed,
-            kept_made: kept.as_ref().is_some_and(|k| k.1),
-            kept: kept.map(|k| k.0),
         });
         Ok(Outcome { code, report, reaper: Default::default() })
     }
@@ -382,7 +350,8 @@ fn create_body(policy: &Policy, p: &Prepared, about: &engine::Ping, image: &str,
     // path (the engine is local: its socket is), Docker takes the profile itself.
     let (seccomp, _) = profile::profile();
     let seccomp_opt = if about.podman {
-        let path = p.run_dir.join(format!("seccomp-{}.json", std::process::id()));
+        sweep_profiles(&p.run_dir);
+        let path = p.run_dir.join(profile_file_name(std::process::id()));
         std::fs::write(&path, serde_json::to_vec(&seccomp).map_err(SandboxError::EncodeSpec)?).map_err(setup_err(Step::RunDir(path.clone())))?;
         format!("seccomp={}", path.display())
     } else {
@@ -871,6 +840,31 @@ pub(crate) fn netns_helper(args: &[String]) -> i32 {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return 0,
+        }
+    }
+}
+
+/// The seccomp profile a run hands Podman: `seccomp-PIDNS-PID.json` in the run directory.
+fn profile_file_name(pid: u32) -> String {
+    let ns = pid_namespace();
+    let ns: String = ns.chars().filter(char::is_ascii_digit).collect();
+    format!("seccomp-{ns}-{pid}.json")
+}
+
+/// Remove the profiles of runs of this pid namespace whose pinfold is gone (killed before it
+/// could remove its own).
+fn sweep_profiles(run_dir: &Path) {
+    let Some(prefix) = profile_file_name(0).strip_suffix("0.json").map(str::to_string) else { return };
+    let Ok(entries) = std::fs::read_dir(run_dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(&prefix)).and_then(|n| n.strip_suffix(".json")) else { continue };
+        if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(pid) = pid.parse::<libc::pid_t>() else { continue };
+        if pid > 0 && sys::kill(pid, 0).is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH)) {
+            let _ = std::fs::remove_file(e.path());
         }
     }
 }
