@@ -63,6 +63,21 @@ fn a_writable_root_beneath_the_project_made_a_link_is_not_followed(u: User) {
     assert!(r.stderr.contains("leads through a link"), "{}\n{}", fx.label(), r.show());
 }
 
+/// A unix socket at `sock` open to every user, counting in `seen` the connections it gets.
+fn counting_listener(sock: &std::path::Path, seen: &Arc<AtomicUsize>) {
+    let listener = std::os::unix::net::UnixListener::bind(sock).expect("bind the socket");
+    std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let seen = seen.clone();
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { break };
+            seen.fetch_add(1, Ordering::SeqCst);
+            let mut b = [0u8; 16];
+            let _ = s.read(&mut b);
+        }
+    });
+}
+
 /// An engine socket the caller's `DOCKER_HOST` (process, gvisor) or `CONTAINER_HOST`
 /// (container: pinfold's own DOCKER_HOST is the engine it runs on) names, in the project:
 /// reachable on the host (the control), never from inside. (Found: a command spoke the
@@ -70,18 +85,8 @@ fn a_writable_root_beneath_the_project_made_a_link_is_not_followed(u: User) {
 fn the_engine_socket_the_caller_names_is_hidden(u: User) {
     let fx = Fx::new(u, "the_engine_socket_the_caller_names_is_hidden");
     let sock = fx.proj.join("engine.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind the socket");
-    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).expect("chmod");
     let seen = Arc::new(AtomicUsize::new(0));
-    let seen2 = seen.clone();
-    std::thread::spawn(move || {
-        for s in listener.incoming() {
-            let Ok(mut s) = s else { break };
-            seen2.fetch_add(1, Ordering::SeqCst);
-            let mut b = [0u8; 16];
-            let _ = s.read(&mut b);
-        }
-    });
+    counting_listener(&sock, &seen);
     let probe = fx.py_script(
         "probe",
         "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(sys.argv[1]); print('CONNECTED')\nexcept OSError as e:\n    print('refused', e)\n",
@@ -117,17 +122,7 @@ fn agent_sockets_are_hidden(u: User) {
     let default = tmpdir.join(format!("agent.{}", std::process::id()));
     let seen = Arc::new(AtomicUsize::new(0));
     for sock in [&named, &default] {
-        let listener = std::os::unix::net::UnixListener::bind(sock).expect("bind the socket");
-        std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o777)).expect("chmod");
-        let seen2 = seen.clone();
-        std::thread::spawn(move || {
-            for s in listener.incoming() {
-                let Ok(mut s) = s else { break };
-                seen2.fetch_add(1, Ordering::SeqCst);
-                let mut b = [0u8; 16];
-                let _ = s.read(&mut b);
-            }
-        });
+        counting_listener(sock, &seen);
     }
     let probe = fx.py_script(
         "probe",
