@@ -250,22 +250,28 @@ fn the_runtime_is_the_one_asked_for_or_nothing_runs() {
     assert!(r.stderr.contains("pids = 32 is too few for runsc"), "{}", r.show());
 }
 
+/// `pinfold exec -c POLICY -- bash -c SCRIPT` started in the background (stdio closed), once
+/// the script has made `marker` in the project.
+fn spawn_until_started(fx: &Fx, policy: &std::path::Path, script: &str, marker: &str) -> std::process::Child {
+    let full = vec![crate::support::pinfold_bin(), "exec".into(), "-c".into(), Fx::s(policy), "--".into(), "bash".into(), "-c".into(), script.to_string()];
+    let mut c = fx.cmd(&full);
+    c.env("DOCKER_HOST", &engine().host).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    let child = c.spawn().expect("spawn pinfold");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !fx.proj.join(marker).exists() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
+}
+
 /// pinfold killed with SIGKILL mid-run: its reaper removes the container.
 #[test]
 fn a_killed_pinfold_leaves_no_container() {
     let fx = Fx::new(User::Root, "a_killed_pinfold_leaves_no_container");
     let policy = container_policy(&fx, "");
-    let mut full = vec![crate::support::pinfold_bin(), "exec".into(), "-c".into(), Fx::s(&policy), "--".into()];
-    full.extend(["bash", "-c", "touch started; sleep 300"].iter().map(|s| s.to_string()));
-    let mut c = fx.cmd(&full);
-    c.env("DOCKER_HOST", &engine().host).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
-    let mut child = c.spawn().expect("spawn pinfold");
+    let mut child = spawn_until_started(&fx, &policy, "touch started; sleep 300", "started");
     let prefix = format!("pinfold-{}-", child.id());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !fx.proj.join("started").exists() {
-        assert!(Instant::now() < deadline, "the command never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
     assert_eq!(containers(engine(), &prefix).len(), 1, "no container while it runs");
     child.kill().expect("SIGKILL pinfold");
     child.wait().expect("reap");
@@ -293,16 +299,7 @@ fn a_killed_pinfold_leaves_no_container() {
 fn signals_reach_the_command() {
     let fx = Fx::new(User::Root, "signals_reach_the_command");
     let policy = container_policy(&fx, "");
-    let mut full = vec![crate::support::pinfold_bin(), "exec".into(), "-c".into(), Fx::s(&policy), "--".into()];
-    full.extend(["bash", "-c", "trap 'echo got-term > term.txt; exit 7' TERM; touch started; while :; do sleep 0.1; done"].iter().map(|s| s.to_string()));
-    let mut c = fx.cmd(&full);
-    c.env("DOCKER_HOST", &engine().host).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
-    let mut child = c.spawn().expect("spawn pinfold");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !fx.proj.join("started").exists() {
-        assert!(Instant::now() < deadline, "the command never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut child = spawn_until_started(&fx, &policy, "trap 'echo got-term > term.txt; exit 7' TERM; touch started; while :; do sleep 0.1; done", "started");
     assert!(std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(7), "{status:?}");
@@ -316,17 +313,8 @@ fn signals_reach_the_command() {
 fn a_container_whose_pinfold_and_reaper_died_is_removed_by_the_next_run() {
     let fx = Fx::new(User::Root, "a_container_whose_pinfold_and_reaper_died_is_removed_by_the_next_run");
     let policy = container_policy(&fx, "");
-    let mut full = vec![crate::support::pinfold_bin(), "exec".into(), "-c".into(), Fx::s(&policy), "--".into()];
-    full.extend(["bash", "-c", "touch started2; sleep 300"].iter().map(|s| s.to_string()));
-    let mut c = fx.cmd(&full);
-    c.env("DOCKER_HOST", &engine().host).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
-    let mut child = c.spawn().expect("spawn pinfold");
+    let mut child = spawn_until_started(&fx, &policy, "touch started2; sleep 300", "started2");
     let prefix = format!("pinfold-{}-", child.id());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !fx.proj.join("started2").exists() {
-        assert!(Instant::now() < deadline, "the command never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
     // The reaper: pinfold's child running `container-reap`.
     let kids = std::fs::read_to_string(format!("/proc/{}/task/{}/children", child.id(), child.id())).unwrap_or_default();
     let reaper: Vec<i32> = kids
