@@ -12,11 +12,13 @@ use crate::support::{TIMEOUT, User, run_cmd};
 
 /// A test policy: the project writable (and `extra` roots), `~/.ssh` hidden.
 fn with_policy(fx: &mut Fx, extra_write: &str) {
+    use_policy(fx, &format!("[defaults]\naction = \"allow\"\nsandbox = \"c\"\n\n[sandbox.c]\nfs.write.allow = [\".\"{extra_write}]\nfs.read.deny = [\"~/.ssh\"]\n"));
+}
+
+/// The case runs under the policy `text` (`-c`).
+fn use_policy(fx: &mut Fx, text: &str) {
     let p = fx.base.join("finding.toml");
-    fx.put(
-        &p,
-        &format!("[defaults]\naction = \"allow\"\nsandbox = \"c\"\n\n[sandbox.c]\nfs.write.allow = [\".\"{extra_write}]\nfs.read.deny = [\"~/.ssh\"]\n"),
-    );
+    fx.put(&p, text);
     fx.own();
     fx.config = Some(p);
 }
@@ -45,13 +47,7 @@ fn a_writable_root_made_a_link_is_not_followed(u: User) {
 /// home directory.)
 fn a_writable_root_beneath_the_project_made_a_link_is_not_followed(u: User) {
     let mut fx = Fx::new(u, "a_writable_root_beneath_the_project_made_a_link_is_not_followed");
-    let p = fx.base.join("finding.toml");
-    fx.put(
-        &p,
-        "[defaults]\naction = \"allow\"\nsandbox = \"workspace\"\n\n[sandbox.workspace]\nfs.write.allow = [\".\"]\n\n[sandbox.outonly]\nfs.write.allow = [\"out\"]\n",
-    );
-    fx.own();
-    fx.config = Some(p);
+    use_policy(&mut fx, "[defaults]\naction = \"allow\"\nsandbox = \"workspace\"\n\n[sandbox.workspace]\nfs.write.allow = [\".\"]\n\n[sandbox.outonly]\nfs.write.allow = [\"out\"]\n");
     let home = fx.home.clone();
     let plant = fx.sh_script("plant", &format!("ln -s {} out && echo planted", Fx::s(&home)));
     let r = fx.exec(&[], &plant);
@@ -283,13 +279,7 @@ fn a_write_deny_directory_holding_another_stays_read_only(u: User) {
     for f in ["conf/inner.toml", "data/sub/file"] {
         fx.put(&fx.proj.join(f), "x\n");
     }
-    let p = fx.base.join("finding.toml");
-    fx.put(
-        &p,
-        "[defaults]\naction = \"allow\"\nsandbox = \"c\"\n\n[sandbox.c]\nfs.write.allow = [\".\"]\nfs.write.deny = [\"conf\", \"conf/inner.toml\", \"data\", \"data/sub/file\"]\n",
-    );
-    fx.own();
-    fx.config = Some(p);
+    use_policy(&mut fx, "[defaults]\naction = \"allow\"\nsandbox = \"c\"\n\n[sandbox.c]\nfs.write.allow = [\".\"]\nfs.write.deny = [\"conf\", \"conf/inner.toml\", \"data\", \"data/sub/file\"]\n");
     let script = fx.sh_script("write", "for f in conf/new data/new data/sub/new conf/inner.toml; do (echo pwn >> $f) 2>/dev/null && echo \"WROTE $f\"; done; echo ok > free.txt; echo done");
     let r = fx.exec(&[], &script);
     assert_eq!(r.code, Some(0), "{}: the run must go ahead\n{}", fx.label(), r.show());
