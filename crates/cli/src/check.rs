@@ -23,11 +23,11 @@ pub fn run(args: CheckArgs, dirs: &Dirs) -> Result<i32, Error> {
         1 => args.command[0].clone(),
         _ => pinfold_shell::join(&args.command),
     };
-    let policy = crate::load_policy(args.config.as_deref(), args.cwd.as_deref(), true, dirs)?;
     let cwd = match &args.cwd {
         Some(d) => crate::absolute(d)?,
         None => std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?,
     };
+    let policy = crate::load_policy(args.config.as_deref(), Some(&cwd), true, dirs)?;
     let j = policy.judge(&text, &cwd);
     // Recorded before the verdict is given: a verdict that cannot be recorded is not given.
     let recorder = Recorder::open(&policy.config().audit, dirs)?;

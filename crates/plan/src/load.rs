@@ -18,7 +18,13 @@ pub fn policy(
     cached: bool,
     dirs: &Dirs,
 ) -> Result<Policy, Error> {
+    // An absolute directory is taken as the caller named it, without links (each door names
+    // it so: getcwd, or `absolute` once): looked up again through links here, a directory on
+    // its way swapped for a link by a command beside this one would have the policy, and the
+    // project root the sandbox makes writable, found elsewhere (the loader refuses a working
+    // directory that leads elsewhere: `ConfigError::WorkingDirMoved`).
     let cwd = match cwd {
+        Some(d) if d.is_absolute() => d.to_path_buf(),
         Some(d) => absolute(d)?,
         None => std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?,
     };

@@ -68,6 +68,12 @@ pub enum ConfigError {
         /// The files involved, the first repeated at the end.
         chain: Vec<String>,
     },
+    /// The working directory, named without links by the caller (as `getcwd` names it), is
+    /// elsewhere now: a directory on its way was swapped for a link, by a command running
+    /// beside this one perhaps. Policy found from there would be found in the wrong place, and
+    /// the project root made writable would be another directory.
+    #[error("the working directory {} leads to {} now: a directory on its way was replaced by a link (a command running beside this one may have swapped it)", cwd.display(), now.display())]
+    WorkingDirMoved { cwd: PathBuf, now: PathBuf },
 }
 
 const NOT_A_FILE_HINT: &str =
@@ -88,7 +94,7 @@ impl ConfigError {
                 Some(location)
             }
             ConfigError::Io { location, .. } => location.as_ref(),
-            ConfigError::Ambiguous { .. } | ConfigError::NotAFile { .. } => None,
+            ConfigError::Ambiguous { .. } | ConfigError::NotAFile { .. } | ConfigError::WorkingDirMoved { .. } => None,
         }
     }
 
@@ -97,6 +103,7 @@ impl ConfigError {
         match self {
             ConfigError::Invalid { hint, .. } => hint.as_deref(),
             ConfigError::NotAFile { .. } => Some(NOT_A_FILE_HINT),
+            ConfigError::WorkingDirMoved { .. } => Some("run the command again from the real directory; if something keeps swapping it, stop that first"),
             _ => None,
         }
     }

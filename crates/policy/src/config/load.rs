@@ -19,10 +19,11 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
     if let Some(explicit) = &opts.explicit {
         return load_file(explicit, opts);
     }
-    let project = find_project(&opts.cwd)?;
-    let mut loader = Loader::new(opts, project.as_deref());
-    for file in layers(opts, project.as_deref())? {
-        loader.from_project = project.as_deref().is_some_and(|p| file.parent() == p.parent());
+    let place = Place::open(&opts.cwd)?;
+    let (project, root) = locate(&place)?;
+    let mut loader = Loader::new(opts, root);
+    for file in layers(opts, &place, project.as_ref())? {
+        loader.from_project = project.as_ref().is_some_and(|(p, _)| file.parent() == p.parent());
         loader.load_path(&file, None)?;
     }
     loader.from_project = false;
@@ -35,8 +36,8 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
 /// Load one file and what it extends (for `-c FILE` and `pinfold validate FILE`). A relative
 /// path is taken from `opts.cwd`. The project root is still found from `opts.cwd`.
 pub fn load_file(path: &Path, opts: &LoadOptions) -> Result<Config, ConfigError> {
-    let project = find_project(&opts.cwd)?;
-    let mut loader = Loader::new(opts, project.as_deref());
+    let (_, root) = locate(&Place::open(&opts.cwd)?)?;
+    let mut loader = Loader::new(opts, root);
     loader.load_path(&opts.cwd.join(path), None)?;
     loader.finish()
 }
@@ -49,8 +50,8 @@ pub fn load_str(
     format: Format,
     opts: &LoadOptions,
 ) -> Result<Config, ConfigError> {
-    let project = find_project(&opts.cwd)?;
-    let mut loader = Loader::new(opts, project.as_deref());
+    let (_, root) = locate(&Place::open(&opts.cwd)?)?;
+    let mut loader = Loader::new(opts, root);
     loader.load_text(
         name.to_string(),
         name.to_string(),
@@ -65,43 +66,45 @@ pub fn load_str(
 /// (the `-c` file alone, or global, project, local) and the project root. Files they
 /// `extends` are not included. For cache keys.
 pub fn layer_files(opts: &LoadOptions) -> Result<(Vec<PathBuf>, PathBuf), ConfigError> {
-    let project = find_project(&opts.cwd)?;
-    let root = project_root(&opts.cwd, project.as_deref());
+    let place = Place::open(&opts.cwd)?;
+    let (project, root) = locate(&place)?;
     if let Some(explicit) = &opts.explicit {
         return Ok((vec![opts.cwd.join(explicit)], root));
     }
-    let files = layers(opts, project.as_deref())?;
+    let files = layers(opts, &place, project.as_ref())?;
     Ok((files, root))
 }
 
 /// The layer files in order: the global file, the project file, the local file beside it.
-fn layers(opts: &LoadOptions, project: Option<&Path>) -> Result<Vec<PathBuf>, ConfigError> {
+fn layers(opts: &LoadOptions, place: &Place, project: Option<&(PathBuf, usize)>) -> Result<Vec<PathBuf>, ConfigError> {
     let mut files = Vec::new();
     let config_home = opts
         .xdg_config_home
         .clone()
         .or_else(|| opts.home.as_ref().map(|h| h.join(".config")));
     if let Some(dir) = config_home
-        && let Some(global) = find_one(&dir.join("pinfold"), "config")?
+        && let Some(global) = find_one(&dir.join("pinfold"), &dir.join("pinfold"), "config")?
     {
         files.push(global);
     }
-    if let Some(project) = project {
+    if let Some((project, up)) = project {
         files.push(project.to_path_buf());
-        if let Some(local) = find_one(project.parent().unwrap_or(Path::new("/")), "pinfold.local")? {
+        if let Some(local) = find_one(&place.look(*up), project.parent().unwrap_or(Path::new("/")), "pinfold.local")? {
             files.push(local);
         }
     }
     Ok(files)
 }
 
-/// The single non-empty `STEM.{toml,yaml,yml,json}` in `dir`, if any; two of them is an
-/// error, and so is a name taken by anything but a regular file ([`policy_file`]).
-fn find_one(dir: &Path, stem: &str) -> Result<Option<PathBuf>, ConfigError> {
+/// The single non-empty `STEM.{toml,yaml,yml,json}` in the directory `named` (looked in at
+/// `look`, see [`Place`]), if any; two of them is an error, and so is a name taken by anything
+/// but a regular file ([`policy_file`]).
+fn find_one(look: &Path, named: &Path, stem: &str) -> Result<Option<PathBuf>, ConfigError> {
     let mut found: Option<PathBuf> = None;
     for ext in EXTENSIONS {
-        let candidate = dir.join(format!("{stem}.{ext}"));
-        if policy_file(&candidate)? {
+        let name = format!("{stem}.{ext}");
+        let candidate = named.join(&name);
+        if policy_file(&look.join(&name), &candidate)? {
             if let Some(first) = found {
                 return Err(ConfigError::Ambiguous {
                     first,
@@ -126,21 +129,21 @@ fn find_one(dir: &Path, stem: &str) -> Result<Option<PathBuf>, ConfigError> {
 /// "absent": someone put it where policy is read, and taking it for nothing would apply the
 /// embedded default instead of the policy meant to be there. A symlink to a regular file is
 /// that file.
-fn policy_file(path: &Path) -> Result<bool, ConfigError> {
+fn policy_file(look: &Path, path: &Path) -> Result<bool, ConfigError> {
     use std::os::unix::fs::FileTypeExt;
     let io = |source| ConfigError::Io { path: path.to_path_buf(), location: None, source };
-    let link = match std::fs::symlink_metadata(path) {
+    let link = match std::fs::symlink_metadata(look) {
         Ok(m) => m,
         Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => return Ok(false),
         Err(e) => return Err(io(e)),
     };
     let via = if link.file_type().is_symlink() {
-        let target = std::fs::read_link(path).map_err(io)?;
+        let target = std::fs::read_link(look).map_err(io)?;
         format!("a symlink to `{}`, which is ", target.display())
     } else {
         String::new()
     };
-    let meta = match std::fs::metadata(path) {
+    let meta = match std::fs::metadata(look) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(ConfigError::NotAFile { path: path.to_path_buf(), what: format!("{via}missing") });
@@ -171,25 +174,78 @@ fn policy_file(path: &Path) -> Result<bool, ConfigError> {
     Err(ConfigError::NotAFile { path: path.to_path_buf(), what: format!("{via}{kind}") })
 }
 
-/// The nearest `pinfold.*` at or above `cwd`.
-fn find_project(cwd: &Path) -> Result<Option<PathBuf>, ConfigError> {
-    for dir in cwd.ancestors() {
-        if let Some(file) = find_one(dir, "pinfold")? {
-            return Ok(Some(file));
-        }
-    }
-    Ok(None)
+/// The working directory and the directories above it, looked in through one descriptor of
+/// the working directory opened first (`/proc/self/fd/N/../..`). The caller names the working
+/// directory without links, as `getcwd` does; what is found is then found in the directories
+/// that path named when the descriptor was opened, whatever is renamed later. Looked up by
+/// name, a project swapped for a link to the home directory (by a command running beside
+/// this one) while the policy loads would have its `.git` looked for in the home directory,
+/// and the project root, which the sandbox makes writable, found above it.
+struct Place {
+    dir: Option<std::fs::File>,
+    cwd: PathBuf,
 }
 
-/// The project file's directory, else the nearest ancestor with `.git`, else `cwd`.
-fn project_root(cwd: &Path, project: Option<&Path>) -> PathBuf {
-    if let Some(dir) = project.and_then(Path::parent) {
-        return dir.to_path_buf();
+impl Place {
+    fn open(cwd: &Path) -> Result<Place, ConfigError> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let unanchored = || Place { dir: None, cwd: cwd.to_path_buf() };
+        if !cwd.is_absolute() {
+            return Ok(unanchored());
+        }
+        let dir = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC).open(cwd) {
+            Ok(d) => d,
+            // Nothing there (a directory named only to judge a command in): looked up by name,
+            // which finds nothing either.
+            Err(_) => return Ok(unanchored()),
+        };
+        match std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd())) {
+            Ok(now) if now == normalize(cwd) => Ok(Place { dir: Some(dir), cwd: cwd.to_path_buf() }),
+            Ok(now) => Err(ConfigError::WorkingDirMoved { cwd: cwd.to_path_buf(), now }),
+            // No /proc: by name.
+            Err(_) => Ok(unanchored()),
+        }
     }
-    cwd.ancestors()
-        .find(|d| d.join(".git").exists())
-        .unwrap_or(cwd)
-        .to_path_buf()
+
+    /// Where to look for what is in the directory `up` levels above the working directory
+    /// (0: the working directory itself).
+    fn look(&self, up: usize) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        match &self.dir {
+            Some(d) => {
+                let mut p = PathBuf::from(format!("/proc/self/fd/{}", d.as_raw_fd()));
+                for _ in 0..up {
+                    p.push("..");
+                }
+                p
+            }
+            None => self.cwd.ancestors().nth(up).unwrap_or(Path::new("/")).to_path_buf(),
+        }
+    }
+
+    /// The directory `up` levels above the working directory, as named.
+    fn named(&self, up: usize) -> &Path {
+        self.cwd.ancestors().nth(up).unwrap_or(Path::new("/"))
+    }
+
+    fn levels(&self) -> usize {
+        self.cwd.ancestors().count()
+    }
+}
+
+/// The nearest `pinfold.*` at or above the working directory (and how many levels above it
+/// is), and the project root: the project file's directory, else the nearest directory with
+/// `.git`, else the working directory.
+fn locate(place: &Place) -> Result<(Option<(PathBuf, usize)>, PathBuf), ConfigError> {
+    for up in 0..place.levels() {
+        if let Some(file) = find_one(&place.look(up), place.named(up), "pinfold")? {
+            let root = place.named(up).to_path_buf();
+            return Ok((Some((file, up)), root));
+        }
+    }
+    let root = (0..place.levels()).find(|up| place.look(*up).join(".git").exists()).map_or(place.named(0), |up| place.named(up));
+    Ok((None, root.to_path_buf()))
 }
 
 /// Everything loaded so far, later layers already applied over earlier ones.
@@ -226,10 +282,10 @@ struct Loader<'o> {
 }
 
 impl<'o> Loader<'o> {
-    fn new(opts: &'o LoadOptions, project: Option<&Path>) -> Self {
+    fn new(opts: &'o LoadOptions, root: PathBuf) -> Self {
         Loader {
             opts,
-            root: project_root(&opts.cwd, project),
+            root,
             merged: Merged::default(),
             stack: Vec::new(),
             seen: HashSet::new(),
@@ -718,4 +774,52 @@ pub(crate) fn resolve_path(
         out.push(if absolute { '/' } else { '.' });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod place_tests {
+    use super::*;
+
+    /// The project (with its `.git`) swapped for a link to a directory without one, above
+    /// which a `.git` is (a home directory kept in git, say), after the working directory was
+    /// opened: the root is still the project, not the directory above.
+    #[test]
+    fn the_root_is_found_where_the_working_directory_was_when_opened() {
+        let tmp = tempfile::tempdir().unwrap();
+        let top = tmp.path().canonicalize().unwrap();
+        for d in [".git", "proj/.git", "proj/sub", "other/sub"] {
+            std::fs::create_dir_all(top.join(d)).unwrap();
+        }
+        let cwd = top.join("proj/sub");
+        let place = Place::open(&cwd).unwrap();
+        std::fs::rename(top.join("proj"), top.join("proj-real")).unwrap();
+        std::os::unix::fs::symlink(top.join("other"), top.join("proj")).unwrap();
+        let (project, root) = locate(&place).unwrap();
+        assert_eq!(project, None);
+        assert_eq!(root, top.join("proj"));
+        // Looked up by name now, the root would be the directory above.
+        let (_, by_name) = locate(&Place { dir: None, cwd: cwd.clone() }).unwrap();
+        assert_eq!(by_name, top, "the control: by name, the swap is seen");
+        // Opened now, the working directory leads elsewhere, and is refused.
+        let err = Place::open(&cwd).err().expect("a working directory through a link is refused");
+        assert!(matches!(err, ConfigError::WorkingDirMoved { ref now, .. } if *now == top.join("other/sub")), "{err:?}");
+    }
+
+    /// A policy file is looked for where the working directory was too, and named as the
+    /// caller named it.
+    #[test]
+    fn the_project_file_is_found_where_the_working_directory_was() {
+        let tmp = tempfile::tempdir().unwrap();
+        let top = tmp.path().canonicalize().unwrap();
+        std::fs::create_dir_all(top.join("proj/sub")).unwrap();
+        std::fs::create_dir_all(top.join("other/sub")).unwrap();
+        std::fs::write(top.join("proj/pinfold.toml"), "[defaults]\n").unwrap();
+        std::fs::write(top.join("pinfold.toml"), "[defaults]\n").unwrap();
+        let place = Place::open(&top.join("proj/sub")).unwrap();
+        std::fs::rename(top.join("proj"), top.join("proj-real")).unwrap();
+        std::os::unix::fs::symlink(top.join("other"), top.join("proj")).unwrap();
+        let (project, root) = locate(&place).unwrap();
+        assert_eq!(project, Some((top.join("proj/pinfold.toml"), 1)));
+        assert_eq!(root, top.join("proj"));
+    }
 }
