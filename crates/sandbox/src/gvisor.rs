@@ -2,17 +2,18 @@
 //! system calls go to gVisor's user-space kernel (the Sentry) and its file access through
 //! gVisor's file proxy, never straight to the host kernel.
 //!
-//! The bundle mirrors the process sandbox's mount tree: the host's root read-only; each
-//! writable root bound writable; the directories holding protected paths bound over
-//! themselves (so they cannot be renamed away); each write-deny path (and each placeholder)
-//! bound read-only; each read-deny path covered by an empty read-only tmpfs or by an empty
-//! file; a private tmpfs for TMPDIR. The process has no capabilities, `no_new_privs`, the
-//! scrubbed environment and the caller's `RLIMIT_NOFILE`.
+//! The command's root is the process sandbox's mount tree, built with the host kernel's mounts
+//! by pinfold's helper (see [`Tree`]): the host's root read-only; each writable root bound
+//! writable; the directories holding protected paths bound over themselves (so they cannot be
+//! renamed away); each write-deny path (and each placeholder) bound read-only; each read-deny
+//! path covered by an empty read-only tmpfs or by an empty file. gVisor adds a private tmpfs
+//! for TMPDIR and its own `/proc`, `/dev` and `/sys`. The process has no capabilities,
+//! `no_new_privs`, the scrubbed environment and the caller's `RLIMIT_NOFILE`.
 //!
 //! `runsc` is started through pinfold's own helper (`__sandbox-helper gvisor`), which dies
 //! with its parent, makes a user namespace mapping the caller alone (root too) to root, a
-//! network and a mount namespace, binds the bundle's sources there from descriptors opened
-//! with no link followed (see [`Stage`]), runs `runsc --rootless` and passes signals on with
+//! network and a mount namespace, builds the tree there at the bundle's `rootfs` from
+//! descriptors opened with no link followed, runs `runsc --rootless` and passes signals on with
 //! `runsc kill`. Network off: gVisor's own network stack with nothing but loopback
 //! (`--network=none`). Network through the proxy: the helper listens at
 //! `127.0.0.1:PORT` in its new namespace, hands the listener to the caller, and runsc uses
@@ -161,16 +162,17 @@ impl Backend for Gvisor {
             return Ok(Outcome { code: 127, report, reaper: Default::default() });
         };
         let bundle = Bundle::create(&prepared.run_dir)?;
-        let mut stage = Stage { dir: bundle.path.join("src"), pins: Vec::new() };
-        std::fs::DirBuilder::new().mode(0o700).create(&stage.dir).map_err(setup_err(Step::RunDir(stage.dir.clone())))?;
-        let config = config(policy, &prepared, &program, argv, &mut stage)?;
+        let rootfs = bundle.path.join("rootfs");
+        std::fs::DirBuilder::new().mode(0o700).create(&rootfs).map_err(setup_err(Step::RunDir(rootfs.clone())))?;
+        let tree = Tree::of(&prepared);
+        let config = config(policy, &prepared, &program, argv, &rootfs);
         std::fs::write(bundle.path.join("config.json"), serde_json::to_vec_pretty(&config).map_err(SandboxError::EncodeSpec)?)
             .map_err(setup_err(Step::RunDir(bundle.path.clone())))?;
         // For bench/backends.sh: the same bundle, timed under bare `runsc run`.
         if let Some(copy) = std::env::var_os(BUNDLE_COPY_ENV) {
             let _ = std::fs::write(copy, serde_json::to_vec_pretty(&config).unwrap_or_default());
         }
-        let result = launch(&runsc, policy, &bundle, &stage, hooks);
+        let result = launch(&runsc, policy, &bundle, &tree, hooks);
         let Prepared { held, mut report, .. } = prepared;
         let code = result?;
         drop(held);
@@ -265,90 +267,46 @@ fn sweep(base: &Path) {
     }
 }
 
-/// The sources of the bundle's binds, pinned. The helper opens each path resolved at start
-/// with no link followed, in its own mount namespace (a directory of the project swapped for
-/// a link by a command running beside this run fails the run there), and binds that very
-/// descriptor onto a staging mount point in the bundle. runsc then binds from the staging
-/// path, which no sandboxed command can reach: a swap after the open changes nothing.
-struct Stage {
-    dir: PathBuf,
-    /// (source, staging mount point).
-    pins: Vec<(PathBuf, PathBuf)>,
+/// The tree runsc serves as the command's root: the host's, built by the helper in its own
+/// mount namespace at the bundle's `rootfs` as the process backend builds its own
+/// ([`mounts::bind_policy`]): every writable root, pinned directory, write-deny path and
+/// cover put on the directory entry opened with no link followed, in the host kernel. runsc
+/// gets no bind of its own to place by path, and gVisor's file proxy walks a tree whose
+/// protections are mounts on the very entries: a directory renamed on the host while the run
+/// goes takes its mounts along (found: with per-path binds, gVisor looked a renamed directory
+/// up afresh, without the read-only bind on it, and a write-deny file was written).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Tree {
+    writable: Vec<PathBuf>,
+    pins: Vec<PathBuf>,
+    write_deny: Vec<PathBuf>,
+    read_deny: Vec<(PathBuf, bool)>,
+    empty: PathBuf,
 }
 
-impl Stage {
-    /// The staging path that will hold what `path` is.
-    fn pin(&mut self, path: &Path) -> Result<PathBuf, SandboxError> {
-        let meta = std::fs::symlink_metadata(path).map_err(|source| SandboxError::Setup { step: Step::PinSource(path.to_path_buf()), source })?;
-        let at = self.dir.join(self.pins.len().to_string());
-        if meta.is_dir() {
-            std::fs::DirBuilder::new().mode(0o700).create(&at)
-        } else {
-            std::fs::File::create(&at).map(drop)
-        }
-        .map_err(setup_err(Step::RunDir(at.clone())))?;
-        self.pins.push((path.to_path_buf(), at.clone()));
-        Ok(at)
+impl Tree {
+    fn of(p: &Prepared) -> Tree {
+        let r = &p.resolved;
+        Tree { writable: r.writable.clone(), pins: r.pins.clone(), write_deny: r.write_deny.clone(), read_deny: r.read_deny.clone(), empty: p.run_dir.join("empty") }
     }
 
-    /// The pairs for the helper, as JSON.
+    /// As JSON, for the helper.
     fn arg(&self) -> String {
-        serde_json::to_string(&self.pins).unwrap_or_else(|_| "[]".into())
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".into())
     }
 }
 
-fn bind(dest: &Path, src: &Path, writable: bool) -> Value {
-    json!({"destination": dest, "type": "bind", "source": src, "options": ["rbind", if writable { "rw" } else { "ro" }, "nosuid", "nodev"]})
-}
-
-/// The OCI runtime configuration of one run.
-fn config(policy: &Policy, p: &Prepared, program: &Path, argv: &[String], stage: &mut Stage) -> Result<Value, SandboxError> {
-    let r = &p.resolved;
+/// The OCI runtime configuration of one run: the helper's tree as the root (writable where
+/// the tree is: the host kernel refuses the rest), gVisor's own `/proc`, `/dev` and `/sys`, a
+/// private TMPDIR, and nothing of pinfold's run directory.
+fn config(policy: &Policy, p: &Prepared, program: &Path, argv: &[String], rootfs: &Path) -> Value {
     let mut mounts = Vec::new();
-    // A writable bind at or beneath a write-deny path is left out: runsc does not keep two
-    // mounts of one destination, or a parent's and a child's, in the order given, so the
-    // writable one could end up on top (found: `~/.config` bound read-only and writable,
-    // written). The read-only bind of the deny path covers the tree beneath it, as the process
-    // backend's recursive read-only bind does.
-    let denied = |d: &Path| r.write_deny.iter().any(|w| d.starts_with(w));
-    let mut writable = r.writable.clone();
-    writable.retain(|w| !denied(w));
-    writable.sort_by_key(|w| w.components().count());
-    for w in &writable {
-        mounts.push(bind(w, &stage.pin(w)?, true));
-    }
-    // A path hidden (or beneath one) gets no bind of its own: runsc does not keep two mounts
-    // on one destination in the order given, and the cover alone is unreadable and
-    // read-only.
-    let hidden = |d: &Path| r.read_deny.iter().any(|(h, _)| d.starts_with(h));
-    let mut pins = r.pins.clone();
-    pins.sort_by_key(|w| w.components().count());
-    for d in pins.iter().filter(|d| !hidden(d) && !denied(d)) {
-        mounts.push(bind(d, &stage.pin(d)?, true));
-    }
-    for d in r.write_deny.iter().filter(|d| !hidden(d)) {
-        mounts.push(bind(d, &stage.pin(d)?, false));
-    }
-    for (d, is_dir) in &r.read_deny {
-        // Sockets, FIFOs and devices need no cover: runsc is started with `--host-uds=none`
-        // and `--host-fifo=none`, so gVisor opens no host socket or FIFO, and its /dev is
-        // its own.
-        let Ok(meta) = std::fs::metadata(d) else { continue };
-        if !meta.is_dir() && !meta.is_file() {
-            continue;
-        }
-        if *is_dir {
-            mounts.push(json!({"destination": d, "type": "tmpfs", "source": "tmpfs", "options": ["ro", "nosuid", "nodev", "noexec", "size=4k", "mode=0500"]}));
-        } else {
-            mounts.push(bind(d, &p.run_dir.join("empty"), false));
-        }
-    }
     if policy.private_tmp {
         mounts.push(json!({"destination": p.tmpdir, "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=0700"]}));
     }
     // Every run's bundle and runsc state: nothing for the command to read.
     mounts.push(json!({"destination": p.run_dir.join("gvisor"), "type": "tmpfs", "source": "tmpfs", "options": ["ro", "nosuid", "nodev", "noexec", "size=4k", "mode=0500"]}));
-    // gVisor's own /proc, /dev and /sys, last, so no bind above covers them.
+    // gVisor's own /proc, /dev and /sys.
     mounts.push(json!({"destination": "/proc", "type": "proc", "source": "proc"}));
     mounts.push(json!({"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "mode=755"]}));
     mounts.push(json!({"destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["nosuid", "noexec", "nodev", "ro"]}));
@@ -357,10 +315,10 @@ fn config(policy: &Policy, p: &Prepared, program: &Path, argv: &[String], stage:
         namespaces.push(json!({"type": "network"}));
     }
     let (soft, hard) = sys::getrlimit(libc::RLIMIT_NOFILE);
-    let mut args = argv.to_vec();
-    args[0] = program.display().to_string();
+    let mut args = vec![program.display().to_string()];
+    args.extend(argv[1..].iter().cloned());
     let hostname = sys::hostname().unwrap_or_else(|| "pinfold".into());
-    Ok(json!({
+    json!({
         "ociVersion": "1.0.2",
         "process": {
             "terminal": false,
@@ -372,18 +330,18 @@ fn config(policy: &Policy, p: &Prepared, program: &Path, argv: &[String], stage:
             "rlimits": [{"type": "RLIMIT_NOFILE", "soft": soft, "hard": hard}],
             "noNewPrivileges": true,
         },
-        "root": {"path": "/", "readonly": true},
+        "root": {"path": rootfs, "readonly": false},
         "hostname": hostname,
         "mounts": mounts,
         // The process sandbox's rules, in the command's gVisor kernel (`--oci-seccomp`): what
         // gVisor would allow that the other backends refuse (setuid bits above all).
         "linux": {"namespaces": namespaces, "seccomp": crate::container::profile::over(crate::container::profile::allow_by_default(), GVISOR_EXCEPT)},
-    }))
+    })
 }
 
 /// Start runsc (through the helper), hand the proxy listener on, pass signals, wait; the
 /// command's exit status, or why runsc could not run it.
-fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, stage: &Stage, hooks: Hooks<'_>) -> Result<i32, SandboxError> {
+fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, tree: &Tree, hooks: Hooks<'_>) -> Result<i32, SandboxError> {
     let Hooks { release, listener, .. } = hooks;
     let proxy = policy.network == Network::Proxy;
     let log = bundle.path.join("runsc.log");
@@ -426,7 +384,7 @@ fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, stage: &Stage, hooks: 
         .arg(theirs.as_raw_fd().to_string())
         .arg(std::process::id().to_string())
         .arg(format!("{uid}:{gid}"))
-        .arg(stage.arg())
+        .arg(tree.arg())
         .arg(if proxy { policy.proxy_port.to_string() } else { "-".into() })
         .args(&runsc_args)
         // Its own process group: a terminal's Ctrl-C reaches pinfold alone, which passes it
@@ -589,11 +547,11 @@ fn runsc_error(log: &Path) -> Option<String> {
 /// single-threaded pinfold: die with the parent; make the namespaces; listen for the proxy
 /// and pass the listener back; become runsc.
 pub(crate) fn helper(args: &[String]) -> i32 {
-    let [_, sock, parent, ids, stage, port, runsc @ ..] = args else {
+    let [_, sock, parent, ids, tree, port, runsc @ ..] = args else {
         eprintln!("pinfold: internal helper called with unknown arguments");
         return 2;
     };
-    let Ok(sock) = sock.parse::<i32>().map_err(drop).and_then(|fd| sys::owned_from_inherited(fd).map_err(drop)) else {
+    let Some(sock) = sys::inherited_socket(sock) else {
         eprintln!("pinfold: internal helper called without its socket");
         return 2;
     };
@@ -601,7 +559,7 @@ pub(crate) fn helper(args: &[String]) -> i32 {
         eprintln!("pinfold: internal helper called without a bundle");
         return 2;
     };
-    match helper_setup(&sock, parent, ids, stage, port, Path::new(bundle)) {
+    match helper_setup(&sock, parent, ids, tree, port, Path::new(bundle)) {
         Ok(()) => {}
         Err(why) => {
             let _ = sys::send_nosignal(&sock, format!("E{why}").as_bytes());
@@ -659,7 +617,7 @@ fn supervise(runsc: &[String]) -> i32 {
     }
 }
 
-fn helper_setup(sock: &OwnedFd, parent: &str, ids: &str, stage: &str, port: &str, bundle: &Path) -> Result<(), String> {
+fn helper_setup(sock: &OwnedFd, parent: &str, ids: &str, tree: &str, port: &str, bundle: &Path) -> Result<(), String> {
     sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0).map_err(|e| format!("set the death signal: {e}"))?;
     // The parent may have died before the death signal was set.
     if parent.parse::<u32>().ok() != Some(std::os::unix::process::parent_id()) {
@@ -673,31 +631,22 @@ fn helper_setup(sock: &OwnedFd, parent: &str, ids: &str, stage: &str, port: &str
         std::fs::write("/proc/self/gid_map", format!("0 {gid} 1")).map_err(|e| format!("write gid_map: {e}"))?;
     }
     // The host read-only in this mount namespace, but for what runsc writes (its bundle and
-    // /proc) and the pinned sources. runsc's gofer makes the mount point of a bind that is
-    // missing at its destination, following links: a directory of the project swapped for a
-    // link to the home directory between pinfold's check and runsc's setup would have it
-    // create files there (found: an empty `~/zz-marker`). Now such a run fails to start.
+    // /proc): runsc itself then writes nothing else of the host, whatever a path it is given
+    // leads to now.
     sys::mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None).map_err(|e| format!("make the mounts private: {e}"))?;
     sys::mount_setattr_recursive(Path::new("/"), sys::MOUNT_ATTR_RDONLY, 0).map_err(|e| format!("make the host read-only for runsc: {e}"))?;
     sys::mount_setattr_recursive(Path::new("/proc"), 0, sys::MOUNT_ATTR_RDONLY).map_err(|e| format!("make /proc writable for runsc: {e}"))?;
     sys::mount(Some(bundle), bundle, None, libc::MS_BIND, None).map_err(|e| format!("bind the bundle {}: {e}", bundle.display()))?;
     sys::mount_setattr_recursive(bundle, 0, sys::MOUNT_ATTR_RDONLY).map_err(|e| format!("make the bundle writable for runsc: {e}"))?;
-    // The pinned sources, each opened with no link followed and bound from its descriptor
-    // onto its staging point, in this mount namespace only (runsc inherits it), writable
-    // again where the host's mount is.
-    let pins: Vec<(PathBuf, PathBuf)> = serde_json::from_str(stage).map_err(|e| format!("bad stage: {e}"))?;
-    for (src, at) in &pins {
-        let fd = sys::open_path_no_symlinks(src)
-            .map_err(|e| format!("open {} to bind it (did a command beside this one replace it with a link?): {e}", src.display()))?;
-        let by_fd = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
-        sys::mount(Some(&by_fd), at, None, libc::MS_BIND | libc::MS_REC, None).map_err(|e| format!("bind {}: {e}", src.display()))?;
-        match sys::mount_setattr_recursive(at, 0, sys::MOUNT_ATTR_RDONLY) {
-            // (A mount read-only on the host stays so.)
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
-            Err(e) => return Err(format!("make {} writable for runsc: {e}", src.display())),
-        }
-    }
+    // The command's root: the host's tree, read-only, with the policy's mounts on it, each on
+    // the entry opened with no link followed (a directory swapped for a link by a command
+    // beside this run fails the run here); the writable roots writable again where the host's
+    // mounts are.
+    let tree: Tree = serde_json::from_str(tree).map_err(|e| format!("bad tree: {e}"))?;
+    let root = bundle.join("rootfs");
+    crate::mounts::bind_host_read_only(&root).map_err(|e| e.to_string())?;
+    let paths = crate::mounts::Paths { writable: &tree.writable, pins: &tree.pins, write_deny: &tree.write_deny, read_deny: &tree.read_deny, empty_file: &tree.empty };
+    crate::mounts::bind_policy(&root, &paths, true).map_err(|e| format!("{e} (did a command beside this one replace a directory with a link?)"))?;
     if port != "-" {
         let port: u16 = port.parse().map_err(|_| "bad port")?;
         sys::loopback_up().map_err(|e| format!("bring loopback up: {e}"))?;

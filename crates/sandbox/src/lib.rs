@@ -61,6 +61,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use backend::{statuses as backend_statuses, Backend, BackendKind, BackendStatus, UnknownBackend};
+pub use container::kept::remove_kept;
 pub use container::{ContainerReport, ContainerSettings};
 pub use gvisor::RUNSC_ENV;
 pub use env::{is_secret_name, SECRET_PATTERNS};
@@ -85,6 +86,9 @@ pub fn helper_main(args: &[String]) -> ! {
         Some("gvisor") => gvisor::helper(args),
         Some("container-reap") => container::reap_helper(args),
         Some("container-netns") => container::netns_helper(args),
+        Some("container-stage") => container::stage_helper(args),
+        Some("container-hold") => container::kept::hold_helper(args),
+        Some("container-keep") => container::kept::keep_helper(),
         _ => {
             eprintln!("pinfold: internal helper called with unknown arguments");
             2
@@ -380,6 +384,11 @@ pub enum SandboxError {
     /// placeholder can stand in for it.
     #[error("the protected path {} is a symbolic link to nothing; remove it or point it somewhere real", path.display())]
     DanglingDenyLink { path: PathBuf },
+    /// A deny path beneath a writable root passes through a symbolic link there: whoever may
+    /// write that root could swap the link for a directory after pinfold looked, and the
+    /// protection would be on the link's target while the path named a real directory.
+    #[error("the protected path {} passes through the link {} in a directory the command may write; a command beside this one could swap it for a directory while this one runs. Remove the link, or name the real path in the policy", path.display(), link.display())]
+    DenyThroughLink { path: PathBuf, link: PathBuf },
     /// A candidate for the run directory exists but is not the user's own, closed directory.
     #[error("{} is not a directory owned by uid {uid} and closed to others; remove it", path.display())]
     UnsafeRunDir { path: PathBuf, uid: u32 },
@@ -528,15 +537,30 @@ pub fn default_writable(project_root: &Path, state_dir: Option<&Path>, home: Opt
         out.push(s.to_path_buf());
     }
     if let Some(h) = home {
+        // Made only where each directory below the home directory is one, not a link: a run
+        // in the home directory could have made `.npm` a directory holding links elsewhere
+        // (found: pinfold made `_cacache` and `go-build` in a directory such a link led to).
+        let real_below_home = |d: &Path| {
+            let mut at = h.to_path_buf();
+            d.strip_prefix(h).is_ok_and(|rel| rel.components().all(|c| {
+                at.push(c);
+                std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir())
+            }))
+        };
         for c in MADE_CACHES {
             let p = h.join(c);
-            if p.parent().is_some_and(Path::is_dir) {
+            if p.parent().is_some_and(real_below_home) {
                 let _ = std::fs::create_dir(&p);
             }
         }
+        // Taken only where no link lies below the home directory on the way either: a run in
+        // the home directory could have made `~/.npm/_cacache` a link to `~/.local/bin`, to
+        // another repository's hooks, or (as root) to `/var/lib` (found by an outside attack:
+        // later runs in any project wrote there). A cache kept elsewhere through a link is
+        // named in a policy by its real path.
         for c in HOME_CACHES {
             let p = h.join(c);
-            if p.is_dir() {
+            if real_below_home(&p) {
                 out.push(p);
             }
         }

@@ -23,6 +23,7 @@
 //! follow once the spec is known.
 
 use std::io;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -153,22 +154,9 @@ pub(crate) fn build(spec: &Spec) -> Result<(), MountError> {
     if special {
         detach_proc_and_dev(&root)?;
     }
-    let mut writable = spec.writable.clone();
-    writable.sort_by_key(|p| p.components().count());
-    for w in &writable {
-        bind_writable(&root, w)?;
-    }
-    let mut pins = spec.pins.clone();
-    pins.sort_by_key(|p| p.components().count());
-    for p in &pins {
-        pin(&root, p)?;
-    }
-    for d in &spec.write_deny {
-        bind_read_only(&root, d)?;
-    }
-    for (r, is_dir) in &spec.read_deny {
-        hide(&root, r, *is_dir, &spec.run_dir.join("empty"))?;
-    }
+    let empty = spec.run_dir.join("empty");
+    let paths = Paths { writable: &spec.writable, pins: &spec.pins, write_deny: &spec.write_deny, read_deny: &spec.read_deny, empty_file: &empty };
+    bind_policy(&root, &paths, false)?;
     if spec.private_tmp {
         private_tmp(&root, &spec.run_dir.join("tmp"))?;
     }
@@ -178,6 +166,43 @@ pub(crate) fn build(spec: &Spec) -> Result<(), MountError> {
     }
     pivot(&root)?;
     std::env::set_current_dir(&spec.cwd).map_err(|source| MountError::Chdir { path: spec.cwd.clone(), source })
+}
+
+/// The policy's paths, for [`bind_policy`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Paths<'a> {
+    pub writable: &'a [PathBuf],
+    pub pins: &'a [PathBuf],
+    pub write_deny: &'a [PathBuf],
+    pub read_deny: &'a [(PathBuf, bool)],
+    /// An empty file, bound over each hidden file.
+    pub empty_file: &'a Path,
+}
+
+/// Steps 4–6 on the host's tree bound at `root`: the writable roots (shallow first), the
+/// pinned directories, the write-deny paths read-only, the read-deny paths covered. Every
+/// source and target is opened with no link followed. `reopen`: the host's mounts were made
+/// read-only by pinfold itself (the gvisor backend's helper does), so each writable root's
+/// copy is made writable again (where the host's mount was not read-only already: those stay
+/// so, and with them the whole root).
+pub(crate) fn bind_policy(root: &Path, p: &Paths<'_>, reopen: bool) -> Result<(), MountError> {
+    let mut writable = p.writable.to_vec();
+    writable.sort_by_key(|p| p.components().count());
+    for w in &writable {
+        bind_writable(root, w, reopen)?;
+    }
+    let mut pins = p.pins.to_vec();
+    pins.sort_by_key(|p| p.components().count());
+    for d in &pins {
+        pin(root, d)?;
+    }
+    for d in p.write_deny {
+        bind_read_only(root, d)?;
+    }
+    for (r, is_dir) in p.read_deny {
+        hide(root, r, *is_dir, p.empty_file)?;
+    }
+    Ok(())
 }
 
 /// Whether a bind of steps 4–6 lands on, above or inside `/proc` or `/dev`.
@@ -194,53 +219,81 @@ fn make_private() -> Result<(), MountError> {
 }
 
 /// Step 2: the host's tree at `root`, read-only everywhere.
-fn bind_host_read_only(root: &Path) -> Result<(), MountError> {
+pub(crate) fn bind_host_read_only(root: &Path) -> Result<(), MountError> {
     sys::mount(Some(Path::new("/")), root, None, MS_BIND | MS_REC, None)
         .map_err(|source| MountError::BindHost { root: root.to_path_buf(), source })?;
     sys::mount_setattr_recursive(root, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0).map_err(MountError::RootReadOnly)
 }
 
 /// Step 4: a writable root, bound from the host (whose mount is writable) over the
-/// read-only copy.
-fn bind_writable(root: &Path, w: &Path) -> Result<(), MountError> {
-    let target = under(root, w);
-    sys::mount(Some(w), &target, None, MS_BIND | MS_REC, None).map_err(|source| MountError::BindWritable { path: w.to_path_buf(), source })?;
-    // Writable, but still no setuid binaries or devices. (Read-only flags the host set on
-    // mounts below the root stay: they are locked in a user namespace, and rightly so.)
-    sys::mount_setattr_recursive(&target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0)
-        .map_err(|source| MountError::WritableFlags { path: w.to_path_buf(), source })
+/// read-only copy: writable, but still no setuid binaries or devices. (Read-only flags the
+/// host set on mounts below the root stay: they are locked in a user namespace, and rightly
+/// so.) Both ends are opened with no link followed: the root swapped for a link to the home
+/// directory by a command beside this run, as it is bound, would have had the home directory
+/// bound writable where the path leads.
+fn bind_writable(root: &Path, w: &Path, reopen: bool) -> Result<(), MountError> {
+    let err = |source| MountError::BindWritable { path: w.to_path_buf(), source };
+    let src = sys::open_path_no_symlinks(w).map_err(|e| err(swapped(e, w)))?;
+    let t = target(root, w).map_err(err)?;
+    let set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    let flags = |source| MountError::WritableFlags { path: w.to_path_buf(), source };
+    if reopen {
+        match sys::bind_tree_with(&src, &t, set, MOUNT_ATTR_RDONLY) {
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
+            other => return other.map_err(flags),
+        }
+    }
+    sys::bind_tree(&src, &t, set).map_err(flags)
+}
+
+/// An error of opening `p` with no link followed, worded for a link found on the way.
+fn swapped(e: std::io::Error, p: &Path) -> std::io::Error {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        std::io::Error::other(format!("{} passes through a link now, which it did not when the run was planned (did a command beside this one swap a directory for a link?)", p.display()))
+    } else {
+        e
+    }
+}
+
+/// What `p` is beneath `root`, opened with no link followed: policy paths are resolved
+/// (canonical) before the run, so a link on the way now is one a command beside this run
+/// swapped in, and following it would put the mount elsewhere while the path names an
+/// unprotected directory again a moment later.
+fn target(root: &Path, p: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    let dir = std::fs::File::open(root)?;
+    let rel = p.strip_prefix("/").unwrap_or(p);
+    sys::open_beneath_no_symlinks(&dir, rel).map_err(|e| swapped(e, p))
 }
 
 /// Step 5a: a directory holding protected paths, bound over itself: still writable, but a
 /// mount point cannot be renamed or removed, so `mv .git .g` and `rm -rf .git` stop at it.
 fn pin(root: &Path, p: &Path) -> Result<(), MountError> {
-    let target = under(root, p);
-    sys::mount(Some(&target), &target, None, MS_BIND | MS_REC, None).map_err(|source| MountError::Pin { path: p.to_path_buf(), source })
+    let t = target(root, p).map_err(|source| MountError::Pin { path: p.to_path_buf(), source })?;
+    sys::bind_tree(&t, &t, 0).map_err(|source| MountError::Pin { path: p.to_path_buf(), source })
 }
 
 /// Step 5b: a deny path read-only again, on top of the writable root that contains it.
 fn bind_read_only(root: &Path, d: &Path) -> Result<(), MountError> {
-    let target = under(root, d);
-    sys::mount(Some(&target), &target, None, MS_BIND | MS_REC, None).map_err(|source| MountError::BindDenied { path: d.to_path_buf(), source })?;
-    sys::mount_setattr_recursive(&target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0)
-        .map_err(|source| MountError::DeniedReadOnly { path: d.to_path_buf(), source })
+    let t = target(root, d).map_err(|source| MountError::BindDenied { path: d.to_path_buf(), source })?;
+    sys::bind_tree(&t, &t, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV).map_err(|source| MountError::DeniedReadOnly { path: d.to_path_buf(), source })
 }
 
 /// Step 6: an unreadable path replaced by an empty one.
 fn hide(root: &Path, r: &Path, is_dir: bool, empty_file: &Path) -> Result<(), MountError> {
-    let target = under(root, r);
     // Gone since the parent looked (a socket removed by its server, say): there is nothing
     // left to read. Write-deny paths get no such leniency.
-    if std::fs::symlink_metadata(&target).is_err() {
-        return Ok(());
-    }
+    let t = match target(root, r) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => return Err(if is_dir { MountError::HideDir { path: r.to_path_buf(), source } } else { MountError::HideFile { path: r.to_path_buf(), source } }),
+    };
+    let at = PathBuf::from(format!("/proc/self/fd/{}", t.as_raw_fd()));
     if is_dir {
-        sys::mount(Some(Path::new("tmpfs")), &target, Some("tmpfs"), libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, Some("size=4k,mode=0500"))
+        sys::mount(Some(Path::new("tmpfs")), &at, Some("tmpfs"), libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, Some("size=4k,mode=0500"))
             .map_err(|source| MountError::HideDir { path: r.to_path_buf(), source })
     } else {
-        sys::mount(Some(empty_file), &target, None, MS_BIND, None).map_err(|source| MountError::HideFile { path: r.to_path_buf(), source })?;
-        sys::mount_setattr_recursive(&target, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0)
-            .map_err(|source| MountError::StandInReadOnly { path: r.to_path_buf(), source })
+        let empty = std::fs::File::open(empty_file).map_err(|source| MountError::HideFile { path: r.to_path_buf(), source })?;
+        sys::bind_tree(&empty, &t, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV).map_err(|source| MountError::StandInReadOnly { path: r.to_path_buf(), source })
     }
 }
 
@@ -302,4 +355,55 @@ fn pivot(root: &Path) -> Result<(), MountError> {
     sys::pivot_root(Path::new("."), Path::new(".")).map_err(MountError::PivotRoot)?;
     sys::umount2(Path::new("."), libc::MNT_DETACH).map_err(MountError::DetachOldRoot)?;
     std::env::set_current_dir("/").map_err(|source| MountError::Chdir { path: PathBuf::from("/"), source })
+}
+
+/// A mount table (`/proc/PID/mountinfo`): each mount point, as seen from the process's root,
+/// and whether the topmost mount there is read-only.
+pub(crate) fn table(mountinfo: &str) -> std::collections::HashMap<String, bool> {
+    let mut at = std::collections::HashMap::new();
+    for l in mountinfo.lines() {
+        let f: Vec<&str> = l.split(' ').collect();
+        if f.len() > 5 {
+            at.insert(unescape(f[4]), f[5].split(',').any(|o| o == "ro"));
+        }
+    }
+    at
+}
+
+/// A mount point as /proc writes it (`\040` for a space, and so on).
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod table_tests {
+    use super::*;
+
+    #[test]
+    fn mount_points_are_unescaped() {
+        assert_eq!(unescape("/a\\040b"), "/a b");
+        assert_eq!(unescape("/a\\134b"), "/a\\b");
+        assert_eq!(unescape("/plain"), "/plain");
+        assert_eq!(unescape("/end\\04"), "/end\\04");
+    }
+
+    #[test]
+    fn the_topmost_mount_of_a_point_counts() {
+        let t = table("1 0 8:1 / / ro,relatime - ext4 /dev/vda ro\n2 1 8:1 /p /w\\040x rw - ext4 /dev/vda rw\n3 2 8:1 /p /w\\040x ro - ext4 /dev/vda rw\n");
+        assert_eq!(t.get("/"), Some(&true));
+        assert_eq!(t.get("/w x"), Some(&true));
+        assert_eq!(t.len(), 2);
+    }
 }

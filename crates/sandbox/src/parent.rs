@@ -135,6 +135,17 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
             continue;
         }
         for d in matches {
+            // Beneath a writable root, a path with no link on its way is protected where it
+            // is named (see `look`).
+            match look(&d, &policy.writable, &mut memo)? {
+                Look::Here(c) => {
+                    if !write_deny.contains(&c) {
+                        write_deny.push(c);
+                    }
+                    continue;
+                }
+                Look::Missing | Look::Elsewhere => {}
+            }
             // A path that appears between the two looks (another run's placeholder, made
             // meanwhile) is taken as it is now: only a link that still leads nowhere is one.
             let resolved = sys::canonicalize(&d).or_else(|e| match std::fs::symlink_metadata(&d) {
@@ -155,6 +166,15 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
                     let Some((ph, is_dir)) = placeholder_for(&d, &mut memo) else { continue };
                     let parent = ph.parent().map(Path::to_path_buf).unwrap_or_default();
                     let Some(cp) = memo.canonicalize(&parent) else { continue };
+                    // (A directory on the way swapped for a link between the looks: the
+                    // placeholder would stand elsewhere.)
+                    if let Some(root) = policy.writable.iter().filter(|w| parent.starts_with(w)).max_by_key(|w| w.as_os_str().len())
+                        && let (Some(croot), Ok(rest)) = (memo.canonicalize(root), parent.strip_prefix(root))
+                        && !parent.components().any(|c| c == std::path::Component::ParentDir)
+                        && cp != croot.join(rest)
+                    {
+                        return Err(SandboxError::DenyThroughLink { path: d.clone(), link: parent.clone() });
+                    }
                     if under_any(&cp, &writable) {
                         placeholders.push((d.clone(), cp.join(ph.file_name().unwrap_or_default()), is_dir));
                     }
@@ -165,6 +185,17 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
     let mut read_deny = Vec::new();
     for pattern in &policy.read_deny {
         for r in expand(pattern) {
+            match look(&r, &policy.writable, &mut memo)? {
+                Look::Here(c) => {
+                    let is_dir = std::fs::symlink_metadata(&c).is_ok_and(|m| m.is_dir());
+                    if !read_deny.iter().any(|(p, _)| *p == c) {
+                        read_deny.push((c, is_dir));
+                    }
+                    continue;
+                }
+                Look::Missing => continue,
+                Look::Elsewhere => {}
+            }
             if let Ok(c) = sys::canonicalize(&r) {
                 let is_dir = c.is_dir();
                 if !read_deny.iter().any(|(p, _)| *p == c) {
@@ -173,20 +204,21 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
             }
         }
     }
+    // Every directory between a writable root and a deny path is pinned (bound over itself,
+    // so it cannot be renamed): a command that moved `a` of `a/b/w.txt` to `a2` would have
+    // taken the file out from under the path the policy names, and the next run would find
+    // it unprotected at `a2/b/w.txt` (found by an outside attack; only the parent was
+    // pinned).
     let mut pins = Vec::new();
-    for d in &write_deny {
-        if let Some(parent) = d.parent() {
-            let inside = writable.iter().any(|w| parent.starts_with(w) && parent != w.as_path());
-            if inside && parent.is_dir() && !pins.iter().any(|p: &PathBuf| p == parent) {
-                pins.push(parent.to_path_buf());
+    let deny_parents = write_deny.iter().filter_map(|d| d.parent()).chain(placeholders.iter().filter_map(|(_, ph, _)| ph.parent()));
+    for parent in deny_parents {
+        for dir in parent.ancestors() {
+            let inside = writable.iter().any(|w| dir.starts_with(w) && dir != w.as_path());
+            if !inside {
+                break;
             }
-        }
-    }
-    for (_, ph, _) in &placeholders {
-        if let Some(parent) = ph.parent() {
-            let inside = writable.iter().any(|w| parent.starts_with(w) && parent != w.as_path());
-            if inside && !pins.iter().any(|p: &PathBuf| p == parent) {
-                pins.push(parent.to_path_buf());
+            if dir.is_dir() && !pins.iter().any(|p: &PathBuf| p == dir) {
+                pins.push(dir.to_path_buf());
             }
         }
     }
@@ -228,6 +260,54 @@ enum ParentKind {
 struct Memo {
     canonical: std::collections::HashMap<PathBuf, Option<PathBuf>>,
     parents: std::collections::HashMap<PathBuf, ParentKind>,
+}
+
+/// What a deny path beneath a writable root is, looked at once with no link followed.
+enum Look {
+    /// There, with no link on its way below the root or at its end: protected where it is
+    /// named (as this path).
+    Here(PathBuf),
+    /// Not there.
+    Missing,
+    /// Not beneath a writable root, or itself a link, or named with `..`: resolved as before.
+    Elsewhere,
+}
+
+/// A deny path beneath a writable root with a symbolic link among its directories below
+/// that root is refused: the protection would go where the link leads, and a command beside
+/// this run, writing that root, could swap the link for the real directory a moment later,
+/// leaving the path unprotected (found by an outside attack: `a` of `a/b/w.txt` exchanged
+/// with a link, and runs wrote `w.txt`). Its parent is opened beneath the root with no link
+/// followed, and the name looked at in it, once: canonicalizing first and checking after
+/// would leave a window between. `Here` carries the path as protected: the root's canonical
+/// path and the rest as named.
+fn look(d: &Path, writable: &[PathBuf], memo: &mut Memo) -> Result<Look, SandboxError> {
+    if d.components().any(|c| matches!(c, std::path::Component::ParentDir | std::path::Component::CurDir)) {
+        return Ok(Look::Elsewhere);
+    }
+    let Some(root) = writable.iter().filter(|w| d.starts_with(w) && d != w.as_path()).max_by_key(|w| w.as_os_str().len()) else { return Ok(Look::Elsewhere) };
+    let (Some(croot), Ok(rest)) = (memo.canonicalize(root), d.strip_prefix(root)) else { return Ok(Look::Elsewhere) };
+    let (Some(parent_rest), Some(name)) = (rest.parent(), rest.file_name()) else { return Ok(Look::Elsewhere) };
+    let Ok(rootfd) = sys::open_dir_no_symlinks(&croot) else { return Ok(Look::Elsewhere) };
+    let dir = if parent_rest.as_os_str().is_empty() {
+        rootfd
+    } else {
+        match sys::open_beneath_no_symlinks(&rootfd, parent_rest) {
+            Ok(dir) => dir,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                let link = d.parent().into_iter().flat_map(Path::ancestors).take_while(|a| a.starts_with(root) && *a != root).find(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink()));
+                return Err(SandboxError::DenyThroughLink { path: d.to_path_buf(), link: link.unwrap_or(d).to_path_buf() });
+            }
+            // (A missing or non-directory parent: the placeholder logic decides.)
+            Err(_) => return Ok(Look::Elsewhere),
+        }
+    };
+    match sys::statat(&dir, name) {
+        Ok((_, _, mode, _)) if mode & libc::S_IFMT == libc::S_IFLNK => Ok(Look::Elsewhere),
+        Ok(_) => Ok(Look::Here(croot.join(rest))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Look::Missing),
+        Err(_) => Ok(Look::Elsewhere),
+    }
 }
 
 impl Memo {
@@ -273,7 +353,7 @@ pub(crate) fn plan(policy: &Policy) -> Result<Plan, SandboxError> {
 /// empty file mounted over hidden files). Created once per user and reused: a run writes
 /// nothing to disk. `$XDG_RUNTIME_DIR/pinfold`, else `~/.cache/pinfold/run`, else
 /// `/tmp/pinfold-UID`; it must be a real directory owned by the user and closed to others.
-fn run_base(uid: u32) -> Result<PathBuf, SandboxError> {
+pub(crate) fn run_base(uid: u32) -> Result<PathBuf, SandboxError> {
     use std::os::unix::fs::MetadataExt;
     let mut candidates = Vec::new();
     if let Some(rt) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|p| p.is_absolute() && p.is_dir()) {
@@ -423,6 +503,20 @@ impl Placeholders {
     fn created(&self) -> Vec<PathBuf> {
         self.0.iter().filter(|h| h.created).map(|h| h.path.clone()).collect()
     }
+
+    /// Every placeholder held, and whether it is a directory.
+    pub(crate) fn paths(&self) -> Vec<(PathBuf, bool)> {
+        self.0.iter().map(|h| (h.path.clone(), h.is_dir)).collect()
+    }
+
+    /// Hold each of `paths` (made where missing), as a run does.
+    pub(crate) fn hold_all(paths: &[(PathBuf, bool)]) -> Result<Placeholders, SandboxError> {
+        let mut held = Placeholders(Vec::new());
+        for (p, is_dir) in paths {
+            held.hold(p, *is_dir)?;
+        }
+        Ok(held)
+    }
 }
 
 impl Drop for Placeholders {
@@ -474,18 +568,32 @@ pub(crate) struct Prepared {
     pub(crate) report: SandboxReport,
 }
 
+/// The working directory as the kernel names it. The caller names an absolute one without
+/// links (getcwd, a canonical `--cwd`): a link on its way now is a directory swapped for one
+/// by a command beside this run, and is refused. (Found: looked up through links and then
+/// checked again, a swap between the two looks went unseen.)
+fn working_dir(named: &Path) -> Result<PathBuf, SandboxError> {
+    let step = || Step::WorkingDir(named.to_path_buf());
+    if !named.is_absolute() {
+        return sys::canonicalize(named).map_err(setup_err(step()));
+    }
+    let fd = sys::open_path_no_symlinks(named).map_err(|e| match e.raw_os_error() {
+        Some(libc::ELOOP) => SandboxError::Setup {
+            step: step(),
+            source: std::io::Error::other(format!(
+                "{} leads through a link now; it did not when pinfold started: a command beside this one may have swapped a directory on its way for one",
+                named.display()
+            )),
+        },
+        _ => SandboxError::Setup { step: step(), source: e },
+    })?;
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(setup_err(step()))
+}
+
 /// Resolve `policy`, make and hold its placeholders, scrub the environment: the part of a
 /// run that does not depend on the backend.
 pub(crate) fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
-    let cwd = sys::canonicalize(&policy.cwd).map_err(setup_err(Step::WorkingDir(policy.cwd.clone())))?;
-    // The caller names the working directory without links (getcwd, a canonical --cwd): one
-    // now is a directory swapped for a link by a command beside this run.
-    if cwd != policy.cwd && policy.cwd.is_absolute() && sys::canonicalize(&policy.cwd).is_ok_and(|again| again == cwd) && std::fs::symlink_metadata(&policy.cwd).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Err(SandboxError::Setup {
-            step: Step::WorkingDir(policy.cwd.clone()),
-            source: std::io::Error::other(format!("{} is a link (to {}) now; it was not when pinfold started: a command beside this one may have swapped it", policy.cwd.display(), cwd.display())),
-        });
-    }
+    let cwd = working_dir(&policy.cwd)?;
     let mut r = resolve(policy)?;
     let (uid, gid) = sys::ids();
     let run_dir = run_base(uid)?;

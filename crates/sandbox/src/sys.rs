@@ -73,13 +73,26 @@ pub fn setns_user_fd(fd: &impl AsRawFd) -> io::Result<()> {
     check(unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWUSER) }).map(drop)
 }
 
+/// `setns(2)` into the mount namespace `fd` names (a single-threaded process only: the
+/// kernel refuses one that shares its file-system information).
+pub fn setns_mnt_fd(fd: &impl AsRawFd) -> io::Result<()> {
+    // SAFETY: no pointers; `fd` is an open namespace file.
+    check(unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNS) }).map(drop)
+}
+
 /// The pid of the process at the other end of a connected unix socket (`SO_PEERCRED`).
 pub fn peer_pid(sock: &impl AsRawFd) -> io::Result<libc::pid_t> {
+    peer_cred(sock).map(|(pid, _)| pid)
+}
+
+/// The pid and uid of the process at the other end of a connected unix socket (the one that
+/// listened, for a client): `SO_PEERCRED`.
+pub fn peer_cred(sock: &impl AsRawFd) -> io::Result<(libc::pid_t, libc::uid_t)> {
     let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: `cred` and `len` are valid for writing and `len` holds `cred`'s size.
     check(unsafe { libc::getsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len) })?;
-    Ok(cred.pid)
+    Ok((cred.pid, cred.uid))
 }
 
 /// `mount(2)`.
@@ -148,6 +161,75 @@ pub fn mount_setattr_recursive(path: &Path, set: u64, clear: u64) -> io::Result<
         )
     })
     .map(drop)
+}
+
+/// Bind the tree at `src` (a descriptor, `O_PATH` will do) onto what `target` refers to,
+/// with `set` mount attributes (`MOUNT_ATTR_*`) on every mount of the copy before it is
+/// attached: `open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)`, `mount_setattr`, `move_mount`.
+/// No path is looked up, so no link swapped in meanwhile is followed.
+pub fn bind_tree(src: &impl AsRawFd, target: &impl AsRawFd, set: u64) -> io::Result<()> {
+    bind_tree_with(src, target, set, 0)
+}
+
+/// [`bind_tree`], also clearing the `clear` attributes on every mount of the copy.
+pub fn bind_tree_with(src: &impl AsRawFd, target: &impl AsRawFd, set: u64, clear: u64) -> io::Result<()> {
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+    const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+    let empty = c"";
+    // SAFETY: `empty` is NUL-terminated; the call returns a fresh descriptor or -1.
+    let tree = check_long(unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            src.as_raw_fd(),
+            empty.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE,
+        )
+    })?;
+    // SAFETY: open_tree returned a descriptor we now own.
+    let tree = unsafe { OwnedFd::from_raw_fd(tree as RawFd) };
+    if set != 0 || clear != 0 {
+        let attr = MountAttr { attr_set: set, attr_clr: clear, propagation: 0, userns_fd: 0 };
+        // SAFETY: as in `mount_setattr_recursive`, on the detached tree's descriptor.
+        check_long(unsafe {
+            libc::syscall(
+                libc::SYS_mount_setattr,
+                tree.as_raw_fd(),
+                empty.as_ptr(),
+                libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE,
+                &attr as *const MountAttr,
+                std::mem::size_of::<MountAttr>(),
+            )
+        })?;
+    }
+    // SAFETY: both descriptors are open; the paths are empty C strings.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            target.as_raw_fd(),
+            empty.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    })
+    .map(drop)
+}
+
+/// `path` (relative) beneath the directory `dir`, opened `O_PATH` with no symbolic link
+/// followed in any component (`openat2`, `RESOLVE_NO_SYMLINKS`).
+pub fn open_beneath_no_symlinks(dir: &impl AsRawFd, path: &Path) -> io::Result<OwnedFd> {
+    let p = cstr(path)?;
+    // SAFETY: an all-zero open_how is valid.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS;
+    // SAFETY: `p` is NUL-terminated and `how` valid for the call; the size passed is its own.
+    let fd = check_long(unsafe {
+        libc::syscall(libc::SYS_openat2, dir.as_raw_fd(), p.as_ptr(), &how as *const libc::open_how, std::mem::size_of::<libc::open_how>())
+    })?;
+    // SAFETY: openat2 returned a fresh descriptor we now own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// `prctl(2)` with integer arguments.
@@ -864,6 +946,19 @@ pub fn fd_id(fd: &impl AsRawFd) -> io::Result<(u64, u64)> {
 /// the last component included (`openat2`, `RESOLVE_NO_SYMLINKS`).
 pub fn open_path_no_symlinks(path: &Path) -> io::Result<OwnedFd> {
     openat2_no_symlinks(path, libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+}
+
+/// A helper's socket, passed as the number of a descriptor it inherited.
+pub fn inherited_socket(arg: &str) -> Option<OwnedFd> {
+    arg.parse::<RawFd>().ok().and_then(|fd| owned_from_inherited(fd).ok())
+}
+
+/// Ignore the terminal's signals and SIGPIPE: a helper that outlives the pinfold they stop,
+/// and writes to a socket pinfold may have closed.
+pub fn ignore_terminal_signals() {
+    for s in [libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGTERM, libc::SIGPIPE] {
+        ignore_signal(s);
+    }
 }
 
 /// Ignore `sig` in this process (a helper that must outlive the terminal's signals).

@@ -510,6 +510,14 @@ pub fn remove_sandbox(app: &App, sb: &Sandbox, by: &str, event: &str) -> Result<
     // The row first, then the runs (see App::running_add).
     db::delete_sandbox(&app.db(), &sb.id)?;
     app.kill_sandbox(&sb.id);
+    // Its kept container, when its runs were on the container backend (a run killed just now
+    // takes it along itself; this removes an idle one).
+    let kept = sb.id.clone();
+    std::thread::spawn(move || {
+        if let Err(e) = pinfold_sandbox::remove_kept(&kept) {
+            crate::log(&format!("could not remove the kept container of {kept}: {e}"));
+        }
+    });
     if let Some(c) = app.dirs_for(&sb.id).cache {
         let _ = std::fs::remove_dir_all(c);
     }
@@ -540,7 +548,8 @@ pub struct ExecRequest {
     /// A command as words (joined with shell quoting); not empty.
     argv: Option<Vec<String>>,
     /// Seconds before the run is stopped (cut to the server's ceiling).
-    timeout_s: Option<u64>,
+    #[schema(format = Int64, minimum = 0, maximum = 4294967295_u64)]
+    timeout_s: Option<u32>,
     /// Text given to the command's standard input.
     stdin: Option<String>,
 }
@@ -664,7 +673,7 @@ async fn exec(State(app): State<App>, actor: Actor, UrlPath(id): UrlPath<String>
     let req: ExecRequest = serde_json::from_slice(&bytes).map_err(|e| ApiError::BadRequest(format!("the body is not the JSON this endpoint takes: {e}")))?;
     let sb = visible_sandbox(&app, &actor, &id)?;
     let text = exec_text(req.command, req.argv)?;
-    let action = Action::Exec { text, stdin: req.stdin, timeout_s: req.timeout_s.unwrap_or(app.opts.default_timeout_s) };
+    let action = Action::Exec { text, stdin: req.stdin, timeout_s: req.timeout_s.map_or(app.opts.default_timeout_s, u64::from) };
     let stream = headers.get("accept").and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("text/event-stream"));
     if stream {
         return Ok(crate::guard::stream_exec(app, actor, sb, action).await);

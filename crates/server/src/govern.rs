@@ -311,6 +311,7 @@ async fn perform(app: &App, sb: &Sandbox, workspace: &Path, action: Action, pres
                 // the policy puts it.
                 preset: if approved { preset } else { sb.preset.clone() },
                 backend: sb.backend.clone(),
+                keep: Some(sb.id.clone()),
                 text,
                 stdin: stdin.map(String::into_bytes),
                 timeout: Duration::from_secs(timeout_s),

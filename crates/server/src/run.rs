@@ -21,6 +21,9 @@ pub struct Spec {
     pub preset: Option<String>,
     /// `pinfold exec --backend`, when the sandbox names one.
     pub backend: Option<String>,
+    /// `pinfold exec --keep-container`: the sandbox's container, kept between its runs when
+    /// they are on the container backend (ignored on the others).
+    pub keep: Option<String>,
     pub text: String,
     pub stdin: Option<Vec<u8>>,
     pub timeout: Duration,
@@ -63,6 +66,9 @@ pub async fn run(spec: Spec, started: impl FnOnce(u32), chunks: Option<mpsc::Sen
     }
     if let Some(b) = &spec.backend {
         cmd.arg("--backend").arg(b);
+    }
+    if let Some(k) = &spec.keep {
+        cmd.arg("--keep-container").arg(k);
     }
     cmd.arg("--").arg(&spec.text);
     cmd.env_remove(pinfold_plan::token::ENV).env_remove("PINFOLD_TOKEN").env(pinfold_plan::record::SESSION_ENV, &spec.session);

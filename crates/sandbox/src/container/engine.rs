@@ -117,8 +117,16 @@ impl Engine {
 /// One GET to the engine, outside bollard (which speaks Docker's API only): the response's
 /// headers (names lower-cased) and body. For `/_ping`'s headers and Podman's own inspect.
 pub(crate) fn raw_get(socket: &Path, path: &str) -> std::io::Result<(Vec<(String, String)>, Vec<u8>)> {
+    raw_get_from(socket, path).map(|(h, b, _)| (h, b))
+}
+
+type Headers = Vec<(String, String)>;
+
+/// [`raw_get`], and the pid and uid of the process serving the socket.
+fn raw_get_from(socket: &Path, path: &str) -> std::io::Result<(Headers, Vec<u8>, (libc::pid_t, libc::uid_t))> {
     use std::io::{Read, Write};
     let mut s = std::os::unix::net::UnixStream::connect(socket)?;
+    let peer = crate::sys::peer_cred(&s)?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(TIMEOUT)))?;
     write!(s, "GET {path} HTTP/1.1\r\nHost: engine\r\nConnection: close\r\n\r\n")?;
     let mut all = Vec::new();
@@ -137,7 +145,7 @@ pub(crate) fn raw_get(socket: &Path, path: &str) -> std::io::Result<(Vec<(String
     if headers.iter().any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked")) {
         body = dechunk(&body).ok_or_else(|| bad("a broken chunked body"))?;
     }
-    Ok((headers, body))
+    Ok((headers, body, peer))
 }
 
 fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
@@ -161,21 +169,22 @@ pub(crate) struct Ping {
     /// "Podman Engine 4.3.1", or the `Server` header Docker sends.
     pub(crate) name: String,
     pub(crate) podman: bool,
-    /// The socket is not root's: a rootless engine, whose uid 0 is the user who runs it.
+    /// The process serving the socket is not root: a rootless engine, whose uid 0 is the
+    /// user who runs it.
     pub(crate) rootless: bool,
+    /// That process (0 when it is not in this pid namespace).
+    pub(crate) pid: libc::pid_t,
 }
 
 pub(crate) fn ping(socket: &Path) -> Result<Ping, SandboxError> {
-    use std::os::unix::fs::MetadataExt;
-    let (headers, _) = raw_get(socket, "/_ping").map_err(|e| err(format!("the engine at unix://{} does not answer: {e}", socket.display()), ENGINE_HINT))?;
+    let (headers, _, (pid, uid)) = raw_get_from(socket, "/_ping").map_err(|e| err(format!("the engine at unix://{} does not answer: {e}", socket.display()), ENGINE_HINT))?;
     let header = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     let podman = header("libpod-api-version");
     let name = match &podman {
         Some(v) => format!("Podman Engine {v}"),
         None => header("server").map_or_else(|| "Docker Engine".to_string(), |s| s.replace('/', " ")),
     };
-    let rootless = std::fs::metadata(socket).is_ok_and(|m| m.uid() != 0);
-    Ok(Ping { name, podman: podman.is_some(), rootless })
+    Ok(Ping { name, podman: podman.is_some(), rootless: uid != 0, pid })
 }
 
 /// The OCI runtime the engine will run container `id` with, as the engine itself says:

@@ -15,7 +15,9 @@
 
 pub(crate) mod engine;
 pub mod image;
+pub mod kept;
 pub(crate) mod profile;
+mod stage;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -54,6 +56,10 @@ pub struct ContainerSettings {
     /// Most processes (and threads) the container may hold at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pids: Option<u32>,
+    /// Run in the container kept between runs under this name (`pinfold serve`'s sandboxes),
+    /// made by the first; see [`kept`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<String>,
 }
 
 /// What a container run was, for the report.
@@ -76,6 +82,14 @@ pub struct ContainerReport {
     /// held and the engine did not say why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_killed: Option<String>,
+    /// The kept container the command ran in (its name), and whether this run made it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kept_made: bool,
+    /// Why the kept container on record was not entered but removed and made again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_replaced: Option<String>,
 }
 
 /// The default cap on `nproc` when no `pids` is given: Podman's runc refuses values above
@@ -106,36 +120,16 @@ impl Backend for Container {
     }
 
     fn status(&self) -> BackendStatus {
-        let socket = match engine::socket() {
-            Ok(s) => s,
-            Err(e) => return BackendStatus { name: "container", available: false, detail: e.to_string(), fix: e.hint().map(str::to_string), program: None },
-        };
-        let about = Engine::connect().and_then(|e| e.about());
-        match about {
-            Ok(a) => {
-                let mut runtimes: Vec<String> = a
-                    .runtimes
-                    .iter()
-                    .filter(|(_, p)| p.as_deref().is_none_or(|p| !p.starts_with('/') || Path::new(p).exists()))
-                    .map(|(k, _)| k.clone())
-                    .collect();
-                runtimes.sort();
-                BackendStatus {
-                    name: "container",
-                    available: true,
-                    detail: format!(
-                        "{} at unix://{}{}; runtimes installed: {}",
-                        a.name,
-                        socket.display(),
-                        if a.rootless { " (rootless)" } else { "" },
-                        runtimes.join(", ")
-                    ),
-                    fix: None,
-                    program: Some(socket),
-                }
-            }
-            Err(e) => BackendStatus { name: "container", available: false, detail: e.to_string(), fix: e.hint().map(str::to_string), program: Some(socket) },
-        }
+        // On a thread of its own: the engine's client runs (and drops) a runtime of its own,
+        // which tokio refuses inside another's (the server asks from one; found: a panic on
+        // `POST /v1/sandboxes {"backend": "container"}`).
+        std::thread::spawn(status_here).join().unwrap_or_else(|_| BackendStatus {
+            name: "container",
+            available: false,
+            detail: "asking the engine failed".into(),
+            fix: None,
+            program: None,
+        })
     }
 
     fn run(&self, policy: &Policy, argv: &[String], pre: Option<Prestart>, hooks: Hooks<'_>) -> Result<Outcome, SandboxError> {
@@ -202,15 +196,106 @@ impl Backend for Container {
         } else {
             None
         };
-        let mut body = create_body(policy, &prepared, &about, &image, &runtime, argv)?;
+        let mut report = prepared.report.clone();
+        // A kept container (see kept.rs): not through the proxy (its network namespace lives
+        // as long as this run) nor on runsc (its processes are out of the host's sight), and
+        // not while another run is in it (this one then runs in a one-shot container).
+        if let Some(k) = settings.keep.as_deref().filter(|k| !kept::valid_name(k)) {
+            return Err(err(format!("{k:?} is not a kept container's name"), "letters, digits, `_`, `.` and `-`, at most 64"));
+        }
+        let keep = match settings.keep.as_deref().filter(|_| netns.is_none() && runtime != "runsc") {
+            Some(k) => kept::try_lock(&prepared.run_dir, k)?.map(|lock| (k.to_string(), lock)),
+            None => None,
+        };
+        let exe = if keep.is_some() { Some(std::env::current_exe().map_err(setup_err(Step::FindExecutable))?) } else { None };
+        let hash = match &keep {
+            Some(_) => {
+                let mut by_path = stage::Pins::by_path();
+                let b = create_body(policy, &prepared, &about, &image, &runtime, argv, &mut by_path)?;
+                Some(kept::spec_hash(&b, &profile::profile().0))
+            }
+            None => None,
+        };
+        // The bind sources, pinned where the engine resolves paths (see stage.rs).
+        let mut pins = stage::Pins::staged(&prepared.run_dir)?;
+        let mut body = create_body(policy, &prepared, &about, &image, &runtime, argv, &mut pins)?;
+        let mut keeper_at = match &exe {
+            Some(e) => Some(pins.pin(e)?),
+            None => None,
+        };
+        let staged = match pins.bind(&engine.socket, about.pid) {
+            Ok(s) => s,
+            Err(stage::StageError::Privilege(why)) if policy.allow_degraded => {
+                let mut by_path = stage::Pins::by_path();
+                body = create_body(policy, &prepared, &about, &image, &runtime, argv, &mut by_path)?;
+                keeper_at = exe.clone();
+                report.degraded.push(format!(
+                    "bind sources by path: {why}; the engine resolves each bind's source itself, and would follow a link a command beside this one swapped in"
+                ));
+                by_path.bind(&engine.socket, about.pid).map_err(|_| err("cannot hand the bind sources over", "see `pinfold doctor`"))?
+            }
+            Err(stage::StageError::Privilege(why)) => {
+                return Err(err(
+                    format!(
+                        "cannot pin the bind sources where {} resolves paths ({why}); it would resolve the project's paths itself, following any link a command beside this one swapped in",
+                        about.name
+                    ),
+                    "run pinfold as the user the engine runs as (root for root's engine, the user for a rootless one), or accept it with --allow-degraded",
+                ));
+            }
+            Err(stage::StageError::Failed(e)) => return Err(e),
+        };
         if let Some(ns) = &netns {
             let host = body.host_config.get_or_insert_with(Default::default);
             host.network_mode = Some(format!("ns:/proc/{}/ns/net", ns.pid));
             body.network_disabled = Some(false);
         }
-        let name = format!("pinfold-{}-{}", std::process::id(), unique());
-        let mut report = prepared.report.clone();
-        let result = launch(&engine, &about, &name, body, &runtime, settings, hooks);
+        let tmpfs: Vec<String> = body.host_config.as_ref().and_then(|h| h.tmpfs.as_ref()).map(|t| t.keys().cloned().collect()).unwrap_or_default();
+        let mut kept_replaced = None;
+        let kept = match (&keep, &hash, &keeper_at) {
+            (Some((name, _)), Some(hash), Some(keeper_at)) => {
+                let mounts = body.host_config.as_ref().and_then(|h| h.mounts.clone()).unwrap_or_default();
+                match kept::find(&engine, &prepared.run_dir, name, hash, &mounts, &tmpfs) {
+                    Ok(k) => Some(k),
+                    Err(why) => {
+                        kept_replaced = why;
+                        Some(kept::make(&engine, &about, &prepared.run_dir, name, hash, &body, keeper_at, &runtime, &prepared.held.paths(), &tmpfs)?)
+                    }
+                }
+            }
+            _ => None,
+        };
+        let result = match &kept {
+            Some(k) => {
+                let reaper = Reaper::spawn(&engine.socket, &k.id);
+                let (user, env, cwd) = (body.user.clone(), body.env.clone().unwrap_or_default(), body.working_dir.clone().unwrap_or_default());
+                let code = engine.rt.block_on(kept::exec(&engine, &k.id, user, env, cwd, argv, hooks));
+                // Nothing of the command outlives the run; if that cannot be made sure of (the
+                // exec failed, and its process may run on outside the keeper's children), the
+                // container goes.
+                let emptied = match &code {
+                    Ok(_) => kept::empty(k.keeper_pid),
+                    Err(e) => Err(format!("the exec failed ({e})")),
+                };
+                if let Err(why) = &emptied {
+                    kept::remove_by_id(&engine, &k.id);
+                    if let Some((name, _)) = &keep {
+                        let _ = std::fs::remove_file(prepared.run_dir.join(format!("kept-{name}.json")));
+                    }
+                    eprintln!("pinfold: the kept container was removed: {why}");
+                }
+                if let Some(r) = reaper {
+                    r.done();
+                }
+                code.map(|c| (c, memory_verdict(&engine, &k.id, c, settings), k.image_id.clone()))
+            }
+            None => {
+                let name = format!("pinfold-{}-{}", std::process::id(), unique());
+                launch(&engine, &about, &name, body, &runtime, settings, hooks)
+            }
+        };
+        drop(keep);
+        drop(staged);
         drop(netns);
         let _ = std::fs::remove_file(prepared.run_dir.join(profile_file_name(std::process::id())));
         drop(prepared);
@@ -241,6 +326,9 @@ impl Backend for Container {
             memory: settings.memory,
             pids: settings.pids,
             memory_killed,
+            kept_made: kept.as_ref().is_some_and(|k| k.made),
+            kept_replaced,
+            kept: kept.map(|_| settings.keep.clone().unwrap_or_default()),
         });
         Ok(Outcome { code, report, reaper: Default::default() })
     }
@@ -272,17 +360,16 @@ fn bind(target: &Path, source: &Path, read_only: bool) -> Mount {
     }
 }
 
-/// A path handed to the engine as a bind source: an absolute path without symbolic links in
-/// any component (the engine resolves the path again itself; see docs/backends.md).
-fn checked_source(p: &Path) -> Result<&Path, SandboxError> {
-    sys::open_path_no_symlinks(p).map_err(|e| {
-        err(format!("{} cannot be bound into the container: {e}", p.display()), "a path the policy names must not pass through a symbolic link for the container backend; name the real path")
-    })?;
-    Ok(p)
-}
-
 /// The container's configuration: image, command, environment, user, mounts, limits.
-fn create_body(policy: &Policy, p: &Prepared, about: &engine::Ping, image: &str, runtime: &str, argv: &[String]) -> Result<ContainerCreateBody, SandboxError> {
+fn create_body(
+    policy: &Policy,
+    p: &Prepared,
+    about: &engine::Ping,
+    image: &str,
+    runtime: &str,
+    argv: &[String],
+    pins: &mut stage::Pins,
+) -> Result<ContainerCreateBody, SandboxError> {
     let r = &p.resolved;
     let mut mounts = Vec::new();
     let hidden = |d: &Path| r.read_deny.iter().any(|(h, _)| d.starts_with(h));
@@ -291,21 +378,31 @@ fn create_body(policy: &Policy, p: &Prepared, about: &engine::Ping, image: &str,
     // child over its read-only parent. The deny path's read-only bind covers what is beneath.
     let denied = |d: &Path| r.write_deny.iter().any(|w| d.starts_with(w));
     for w in r.writable.iter().filter(|w| !denied(w)) {
-        mounts.push(bind(w, checked_source(w)?, false));
+        mounts.push(bind(w, &pins.pin(w)?, false));
     }
     for d in r.pins.iter().filter(|d| !hidden(d) && !denied(d)) {
-        mounts.push(bind(d, checked_source(d)?, false));
+        mounts.push(bind(d, &pins.pin(d)?, false));
     }
     for d in r.write_deny.iter().filter(|d| !hidden(d)) {
-        mounts.push(bind(d, checked_source(d)?, true));
+        mounts.push(bind(d, &pins.pin(d)?, true));
     }
     let empty_dir = p.run_dir.join("empty.d");
     if !empty_dir.is_dir() {
         std::fs::DirBuilder::new().mode(0o500).create(&empty_dir).or_else(|e| if e.kind() == std::io::ErrorKind::AlreadyExists { Ok(()) } else { Err(e) }).map_err(setup_err(Step::RunDir(empty_dir.clone())))?;
     }
     for (d, is_dir) in &r.read_deny {
-        if std::fs::symlink_metadata(d).is_err() {
-            continue;
+        // Gone since it was resolved: nothing to hide. Behind a link now: a command beside
+        // this one swapped a directory on its way, and the cover would be left out while the
+        // path names the real file again a moment later.
+        match sys::open_path_no_symlinks(d) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(err(
+                    format!("the hidden path {} cannot be covered: {e} (did a command beside this one swap a directory on its way for a link?)", d.display()),
+                    "run it again; nothing ran",
+                ));
+            }
         }
         // (A socket, FIFO or device beneath a bind, an engine's socket in the project say, is
         // covered like a file: an empty file bound over it.)
@@ -323,12 +420,12 @@ fn create_body(policy: &Policy, p: &Prepared, about: &engine::Ping, image: &str,
     {
         let ca = Path::new(ca);
         if ca.is_absolute() && ca.is_file() && !r.writable.iter().any(|w| ca.starts_with(w)) {
-            mounts.push(bind(ca, checked_source(ca)?, true));
+            mounts.push(bind(ca, &pins.pin(ca)?, true));
         }
     }
     // The directory the command runs in, read-only, when no writable root holds it.
     if !r.writable.iter().any(|w| p.cwd.starts_with(w)) {
-        mounts.push(bind(&p.cwd, checked_source(&p.cwd)?, true));
+        mounts.push(bind(&p.cwd, &pins.pin(&p.cwd)?, true));
     }
     let mut tmpfs = HashMap::new();
     tmpfs.insert("/tmp".to_string(), "rw,nosuid,nodev,mode=1777".to_string());
@@ -414,6 +511,8 @@ fn launch(
 ) -> Result<(i32, Option<String>, String), SandboxError> {
     let docker = &engine.docker;
     let image = body.image.clone().unwrap_or_default();
+    let mounts = body.host_config.as_ref().and_then(|h| h.mounts.clone()).unwrap_or_default();
+    let tmpfs: Vec<String> = body.host_config.as_ref().and_then(|h| h.tmpfs.as_ref()).map(|t| t.keys().cloned().collect()).unwrap_or_default();
     let created = engine
         .rt
         .block_on(docker.create_container(Some(CreateContainerOptions { name: Some(name.to_string()), ..Default::default() }), body))
@@ -434,7 +533,7 @@ fn launch(
     let made = engine::inspect_made(engine, about.podman, &id);
     let image_id = made.as_ref().map(|m| m.image_id.clone()).unwrap_or_default();
     let result = match made.map(|m| m.runtime) {
-        Ok(actual) if actual == runtime => engine.rt.block_on(run_attached(engine, about.podman, &id, hooks)),
+        Ok(actual) if actual == runtime => engine.rt.block_on(run_attached(engine, about.podman, about.podman && runtime != "runsc", &id, &mounts, &tmpfs, hooks)),
         Ok(actual) => Err(err(
             format!("{} would run the container with the runtime `{}`, not `{runtime}` as the preset asks", about.name, if actual.is_empty() { "?" } else { &actual }),
             if about.podman {
@@ -469,7 +568,9 @@ fn memory_verdict(engine: &Engine, id: &str, code: i32, settings: &ContainerSett
     (code == 128 + libc::SIGKILL).then(|| "likely".into())
 }
 
-async fn run_attached(engine: &Engine, podman: bool, id: &str, hooks: Hooks<'_>) -> Result<i32, SandboxError> {
+/// `check_mounts`: Podman with a runtime whose mounts the host's kernel holds (not runsc,
+/// whose are gVisor's).
+async fn run_attached(engine: &Engine, podman: bool, check_mounts: bool, id: &str, mounts: &[Mount], tmpfs: &[String], hooks: Hooks<'_>) -> Result<i32, SandboxError> {
     let docker = &engine.docker;
     // Podman creates the container's process as it attaches: a command that is not there
     // fails here.
@@ -479,6 +580,27 @@ async fn run_attached(engine: &Engine, podman: bool, id: &str, hooks: Hooks<'_>)
     };
     let output = attached.output;
     let input = attached.input;
+    // The container's process is made, its mounts in place, the command not yet run: the
+    // kernel's view of them is checked (the runtime mounts at paths it resolves in the
+    // project, which a command beside this one may have swapped for a link meanwhile). Podman
+    // only: Docker makes the process as it starts the command.
+    if check_mounts {
+        let (socket, path) = (engine.socket.clone(), format!("/v4.0.0/libpod/containers/{id}/json"));
+        let state = tokio::task::spawn_blocking(move || engine::raw_get(&socket, &path)).await;
+        let pid = match state {
+            Ok(Ok((_, body))) => serde_json::from_slice::<serde_json::Value>(&body).ok().and_then(|v| v["State"]["Pid"].as_i64()).unwrap_or(0),
+            _ => 0,
+        };
+        if pid <= 0 {
+            return Err(err("cannot see the container's process before its command starts", "see the engine's log"));
+        }
+        if let Err(why) = kept::verify_mounts(pid as i32, mounts, tmpfs) {
+            return Err(err(
+                format!("the container's mounts are not what pinfold asked for: {why}; did a command beside this one swap a directory of the project for a link?"),
+                "run it again; nothing ran",
+            ));
+        }
+    }
     (hooks.release)().map_err(SandboxError::NotReleased)?;
     if let Err(e) = docker.start_container(id, None).await {
         return start_failure(&e.to_string());
@@ -634,14 +756,21 @@ fn init_failure(code: i32, stderr_tail: &str) -> Option<i32> {
 }
 
 /// An engine error from starting the container, as the exit code a shell gives: 127 for a
-/// command that is not there, 126 for one that cannot be executed; anything else an error.
+/// command that is not there, 126 for one that cannot be executed; anything else an error
+/// (125). A runtime's words for a mount it could not make share the errno texts (`error
+/// mounting "…" to rootfs at "…": … no such file or directory`, found reported as 127): a
+/// failure while mounting is never the command's.
 fn start_failure(message: &str) -> Result<i32, SandboxError> {
     let m = message.to_ascii_lowercase();
-    if m.contains("executable file not found") || m.contains("no such file or directory") {
+    let mounting = ["error mounting", "mount submount", "mounting submounts", "failed to mount", "creating mount point"].iter().any(|w| m.contains(w));
+    if !mounting && (m.contains("executable file not found") || m.contains("no such file or directory")) {
         eprintln!("pinfold: command not found in the container: {message}");
+        if message.contains("/bin/bash") {
+            eprintln!("hint: the image has no /bin/bash, which runs shell text that is more than one plain command: pinfold judged the text as bash reads it and runs it with no other shell; use an image with bash, or give the command as separate arguments");
+        }
         return Ok(127);
     }
-    if m.contains("permission denied") {
+    if !mounting && m.contains("permission denied") {
         eprintln!("pinfold: the command cannot be executed in the container: {message}");
         return Ok(126);
     }
@@ -695,9 +824,7 @@ impl Reaper {
 pub(crate) fn reap_helper(args: &[String]) -> i32 {
     let (Some(socket), Some(id)) = (args.get(1), args.get(2)) else { return 2 };
     // Not the terminal's signals: this process outlives the pinfold they stop.
-    for s in [libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGTERM] {
-        sys::ignore_signal(s);
-    }
+    sys::ignore_terminal_signals();
     let engine = Engine::connect_at(PathBuf::from(socket)).ok();
     // Containers of runs whose pinfold died before a reaper could remove them (killed with
     // its reaper, or before it started one): removed now, beside this run.
@@ -790,10 +917,8 @@ impl Drop for NetNs {
 /// send it on SOCK, then hold the namespace until SOCK closes.
 pub(crate) fn netns_helper(args: &[String]) -> i32 {
     let [_, sock, parent, ids, port, userns] = args else { return 2 };
-    let Ok(sock) = sock.parse::<i32>().map_err(drop).and_then(|fd| sys::owned_from_inherited(fd).map_err(drop)) else { return 2 };
-    for s in [libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGTERM] {
-        sys::ignore_signal(s);
-    }
+    let Some(sock) = sys::inherited_socket(sock) else { return 2 };
+    sys::ignore_terminal_signals();
     let made = (|| -> Result<std::net::TcpListener, String> {
         sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0).map_err(|e| format!("set the death signal: {e}"))?;
         if parent.parse::<u32>().ok() != Some(std::os::unix::process::parent_id()) {
@@ -869,21 +994,93 @@ fn sweep_profiles(run_dir: &Path) {
     }
 }
 
-/// Remove the containers labelled [`LABEL`] whose pinfold is gone from this machine.
+/// Remove the containers labelled [`LABEL`] whose pinfold is gone from this machine, and the
+/// kept containers whose keeper of record ([`kept::OWNER_LABEL`], the server) is gone.
 fn sweep_dead(engine: &Engine) {
-    let filters = HashMap::from([("label".to_string(), vec![LABEL.to_string()])]);
-    let options = bollard::query_parameters::ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
-    let Ok(list) = engine.rt.block_on(engine.docker.list_containers(Some(options))) else { return };
-    for c in list {
-        let Some(labels) = c.labels.as_ref() else { continue };
-        if labels.get(PIDNS_LABEL).is_none_or(|ns| ns.is_empty() || *ns != pid_namespace()) {
-            continue;
+    for label in [LABEL, kept::OWNER_LABEL] {
+        let filters = HashMap::from([("label".to_string(), vec![label.to_string()])]);
+        let options = bollard::query_parameters::ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
+        let Ok(list) = engine.rt.block_on(engine.docker.list_containers(Some(options))) else { continue };
+        for c in list {
+            let Some(labels) = c.labels.as_ref() else { continue };
+            if labels.get(PIDNS_LABEL).is_none_or(|ns| ns.is_empty() || *ns != pid_namespace()) {
+                continue;
+            }
+            // Digits only: a label pinfold did not write (`+12`) is not a pid.
+            let Some(pid) = labels.get(label).filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())).and_then(|p| p.parse::<libc::pid_t>().ok()) else { continue };
+            let gone = pid > 0 && sys::kill(pid, 0).is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH));
+            if let (true, Some(id)) = (gone, c.id) {
+                let _ = engine.rt.block_on(engine.docker.remove_container(&id, Some(RemoveContainerOptions { force: true, v: true, ..Default::default() })));
+            }
         }
-        // Digits only: a label pinfold did not write (`+12`) is not a pid.
-        let Some(pid) = labels.get(LABEL).filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())).and_then(|p| p.parse::<libc::pid_t>().ok()) else { continue };
-        let gone = pid > 0 && sys::kill(pid, 0).is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH));
-        if let (true, Some(id)) = (gone, c.id) {
-            let _ = engine.rt.block_on(engine.docker.remove_container(&id, Some(RemoveContainerOptions { force: true, v: true, ..Default::default() })));
+    }
+}
+
+/// `pinfold __sandbox-helper container-stage …` (see stage.rs).
+pub(crate) fn stage_helper(args: &[String]) -> i32 {
+    stage::helper(args)
+}
+
+/// What [`Container::status`] says, asked on the calling thread.
+fn status_here() -> BackendStatus {
+    let socket = match engine::socket() {
+        Ok(s) => s,
+        Err(e) => return BackendStatus { name: "container", available: false, detail: e.to_string(), fix: e.hint().map(str::to_string), program: None },
+    };
+    let about = Engine::connect().and_then(|e| e.about());
+    match about {
+        Ok(a) => {
+            let mut runtimes: Vec<String> = a
+                .runtimes
+                .iter()
+                .filter(|(_, p)| p.as_deref().is_none_or(|p| !p.starts_with('/') || Path::new(p).exists()))
+                .map(|(k, _)| k.clone())
+                .collect();
+            runtimes.sort();
+            BackendStatus {
+                name: "container",
+                available: true,
+                detail: format!(
+                    "{} at unix://{}{}; runtimes installed: {}",
+                    a.name,
+                    socket.display(),
+                    if a.rootless { " (rootless)" } else { "" },
+                    runtimes.join(", ")
+                ),
+                fix: None,
+                program: Some(socket),
+            }
+        }
+        Err(e) => BackendStatus { name: "container", available: false, detail: e.to_string(), fix: e.hint().map(str::to_string), program: Some(socket) },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::start_failure;
+
+    /// The engine's words, as Podman 4.3 with runc 1.1 and runsc 20221219 put them: the
+    /// command's failures are the shell's codes, a mount's failure is pinfold's 125.
+    #[test]
+    fn start_failures_are_the_commands_only_when_the_command_failed() {
+        let command = [
+            (r#"runc: runc create failed: unable to start container process: exec: "nosuchcmd": executable file not found in $PATH: OCI runtime attempted to invoke a command that was not found"#, 127),
+            (r#"runc: runc create failed: unable to start container process: exec: "/nope": stat /nope: no such file or directory: OCI runtime attempted to invoke a command that was not found"#, 127),
+            (r#"starting container: starting root container: starting sandbox: error finding executable "nosuchcmd" in PATH [/usr/local/sbin /usr/local/bin /usr/sbin /usr/bin /sbin /bin]: no such file or directory"#, 127),
+            ("starting container: starting root container: starting sandbox: creating process: failed to load /nope: no such file or directory", 127),
+            (r#"runc: runc create failed: unable to start container process: exec: "/etc/hostname": permission denied: OCI permission denied"#, 126),
+        ];
+        for (message, code) in command {
+            assert_eq!(start_failure(message).ok(), Some(code), "{message}");
+        }
+        let mounts = [
+            r#"runc: runc create failed: unable to start container process: error during container init: error mounting "/tmp/p/a" to rootfs at "/tmp/p/a": mount /tmp/p/a:/tmp/p/a (via /proc/self/fd/6), flags: 0x5001: no such file or directory"#,
+            r#"runc: runc create failed: unable to start container process: error during container init: error mounting "/etc/hostname" to rootfs at "/bin": mount /etc/hostname:/bin (via /proc/self/fd/6), flags: 0x5001: not a directory"#,
+            r#"running container: starting container: starting root container: starting sandbox: failed to setupFS: mounting submounts: mount submount "/tmp/p/.git": failed to mount "/tmp/p/.git" (type: bind): no such file or directory"#,
+            r#"runc: runc create failed: unable to start container process: error during container init: error mounting "/tmp/s" to rootfs at "/tmp/p/x": permission denied"#,
+        ];
+        for message in mounts {
+            assert!(start_failure(message).is_err(), "{message}");
         }
     }
 }
