@@ -27,6 +27,10 @@ pub struct ExecArgs {
     /// With the container backend: run in this image instead of the preset's `image`.
     #[arg(long, value_name = "IMAGE")]
     pub(crate) image: Option<String>,
+    /// With the container backend: run in the container kept between runs under this name
+    /// (`pinfold serve` passes it for each sandbox; docs/backends.md).
+    #[arg(long, value_name = "NAME", hide = true)]
+    pub(crate) keep_container: Option<String>,
     /// Also let the command write PATH (repeatable).
     #[arg(long = "write", value_name = "PATH")]
     pub(crate) write: Vec<PathBuf>,
@@ -75,6 +79,7 @@ pub fn run(args: ExecArgs, dirs: &Dirs) -> Result<i32, Error> {
         Some(d) => crate::absolute(d)?,
         None => std::env::current_dir().map_err(|e| Error::new("cannot read the working directory").cause(e))?,
     };
+    let named_cwd = crate::named_cwd(args.cwd.as_deref(), &cwd);
     let policy = crate::load_policy(args.config.as_deref(), Some(&cwd), true, dirs)?;
     // --- hook tokens (crates/cli/src/hook/token.rs, docs/hooks.md) ---
     // `pinfold hook` rewrites each sub-command as `PINFOLD_HOOK_ORIGIN=<token> pinfold exec
@@ -106,6 +111,8 @@ pub fn run(args: ExecArgs, dirs: &Dirs) -> Result<i32, Error> {
         java_tool_options: std::env::var("JAVA_TOOL_OPTIONS").ok(),
         backend: args.backend.as_deref().map(|b| b.parse().expect("clap allows only known backends")),
         image: args.image.clone(),
+        keep_container: args.keep_container.clone(),
+        named_cwd,
     };
     let plan = pinfold_plan::plan(&args.command, &cx, &policy, dirs)?;
     let j = &plan.judgement;
@@ -142,13 +149,82 @@ pub fn run(args: ExecArgs, dirs: &Dirs) -> Result<i32, Error> {
             Ok(exit::OK)
         }
         Step::Run(run) => {
-            finish(pinfold_plan::run(*run, recorder, pre, dirs)?, args.report.as_deref())
+            let report = args.report.as_deref().map(ReportFile::before).transpose()?;
+            finish(pinfold_plan::run(*run, recorder, pre, dirs)?, report)
         }
     }
 }
 
+/// Where `--report` goes: its directory, opened before the command runs, and its name. The
+/// report is written after the run into that very directory, to a regular file at that name,
+/// never through a link: the command may write the directory (found: `ln -sf ~/victim
+/// report.json` in the project, and the report overwrote `~/victim` outside the sandbox).
+struct ReportFile {
+    dir: std::fs::File,
+    name: std::ffi::OsString,
+    shown: PathBuf,
+}
+
+impl ReportFile {
+    fn before(path: &Path) -> Result<ReportFile, Error> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let bad = |why: &str| Error::new(format!("cannot write the report to {}: {why}", path.display()));
+        let name = path.file_name().ok_or_else(|| bad("it names no file"))?.to_os_string();
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        // Its directory reached through a link an earlier run could have planted in a
+        // project, out of it (`out -> ~`, then `--report out/report.json`), or below the
+        // working directory, which runs may write (a plain directory as the project): refused.
+        if let Ok(abs) = std::path::absolute(parent) {
+            if let Some((link, _, target)) = pinfold_plan::link_out_of_a_project(&abs) {
+                return Err(bad(&format!("its directory is reached through {}, a link inside a project that leads out of it (to {})", link.display(), target.display())));
+            }
+            if let Ok(cwd) = std::env::current_dir()
+                && let Some((link, ..)) = pinfold_plan::links_on_the_way(&abs).into_iter().find(|(link, ..)| link.starts_with(&cwd))
+            {
+                return Err(bad(&format!("its directory is reached through {}, a link below the working directory, which a run may have made", link.display())));
+            }
+        }
+        let dir = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(parent)
+            .map_err(|e| bad("its directory cannot be opened").cause(e))?;
+        Ok(ReportFile { dir, name, shown: path.to_path_buf() })
+    }
+
+    fn write(&self, text: &str) -> Result<(), Error> {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let bad = |e: std::io::Error| Error::new(format!("cannot write the report to {}", self.shown.display())).cause(e);
+        // Through the directory's descriptor; no link followed at the name (O_NOFOLLOW), and
+        // a FIFO planted there does not block the open (O_NONBLOCK); the type is checked.
+        let at = PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd())).join(&self.name);
+        let mut file = match std::fs::OpenOptions::new().write(true).create(true).mode(0o644).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&at) {
+            Ok(f) => f,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(Error::new(format!("cannot write the report to {}: a link is there now, and the report is never written through one", self.shown.display()))
+                    .hint("give --report a path the command cannot write, or remove the link"));
+            }
+            // A FIFO nobody reads (O_NONBLOCK: ENXIO rather than a wait).
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                return Err(Error::new(format!("cannot write the report to {}: it is not a regular file", self.shown.display())));
+            }
+            Err(e) => return Err(bad(e)),
+        };
+        if !file.metadata().map_err(bad)?.is_file() {
+            return Err(Error::new(format!("cannot write the report to {}: it is not a regular file", self.shown.display())));
+        }
+        file.set_len(0).map_err(bad)?;
+        file.write_all(text.as_bytes()).map_err(bad)
+    }
+}
+
 /// Report how a run ended; its exit status.
-fn finish(f: Finished, report: Option<&Path>) -> Result<i32, Error> {
+fn finish(f: Finished, report: Option<ReportFile>) -> Result<i32, Error> {
     if let Some(e) = &f.span_error {
         crate::report(e);
     }
@@ -199,7 +275,7 @@ fn finish(f: Finished, report: Option<&Path>) -> Result<i32, Error> {
             outcome.leave_unreaped();
             if let Some(file) = report {
                 let json = serde_json::to_string_pretty(&outcome.report).expect("the report serialises");
-                std::fs::write(file, json + "\n").map_err(|e| Error::new(format!("cannot write the report to {}", file.display())).cause(e))?;
+                file.write(&(json + "\n"))?;
             }
             Ok(outcome.code)
         }

@@ -296,7 +296,8 @@ fn run(command: Command, dirs: &Dirs) -> Result<i32, Error> {
         }
         Command::Validate(args) => {
             let file = args.file.or(args.config);
-            let policy = load_policy(file.as_deref(), args.cwd.as_deref(), false, dirs)?;
+            let cwd = args.cwd.as_deref().map(absolute).transpose()?;
+            let policy = load_policy(file.as_deref(), cwd.as_deref(), false, dirs)?;
             let c = policy.config();
             let n = |k: usize, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
             println!(
@@ -310,7 +311,8 @@ fn run(command: Command, dirs: &Dirs) -> Result<i32, Error> {
         }
         Command::Test(args) => {
             let file = args.file.or(args.config);
-            let policy = load_policy(file.as_deref(), args.cwd.as_deref(), false, dirs)?;
+            let cwd = args.cwd.as_deref().map(absolute).transpose()?;
+            let policy = load_policy(file.as_deref(), cwd.as_deref(), false, dirs)?;
             let failures = policy.run_tests();
             let total = policy.test_count();
             for f in &failures {
@@ -346,6 +348,17 @@ pub(crate) fn load_policy(
 
 pub(crate) fn absolute(d: &std::path::Path) -> Result<PathBuf, Error> {
     pinfold_plan::load::absolute(d)
+}
+
+/// The working directory as the caller named it, when that differs from `cwd` (its real
+/// path): `--cwd` as given (made absolute), else the shell's `$PWD`. For
+/// [`pinfold_plan::Context::named_cwd`].
+pub(crate) fn named_cwd(given: Option<&std::path::Path>, cwd: &std::path::Path) -> Option<PathBuf> {
+    let named = match given {
+        Some(d) => std::path::absolute(d).ok()?,
+        None => PathBuf::from(std::env::var_os("PWD")?),
+    };
+    (named.is_absolute() && named != cwd).then_some(named)
 }
 
 /// The CLI's error: headline, causes, hint (the plan's, which the CLI shares).

@@ -273,6 +273,11 @@ fn a_killed_pinfold_leaves_no_container() {
     let mut child = spawn_until_started(&fx, &policy, "touch started; sleep 300", "started");
     let prefix = format!("pinfold-{}-", child.id());
     assert_eq!(containers(engine(), &prefix).len(), 1, "no container while it runs");
+    // The bind sources are staged while it runs (root's engine resolves paths in this mount
+    // namespace): the project among them.
+    let staged = stage_mounts(&fx);
+    let proj = fx.proj.file_name().map(|n| format!("/{} ", n.to_string_lossy())).unwrap_or_default();
+    assert!(staged.iter().any(|l| l.contains(&proj)), "the project is not staged: {staged:#?}");
     child.kill().expect("SIGKILL pinfold");
     child.wait().expect("reap");
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -280,6 +285,13 @@ fn a_killed_pinfold_leaves_no_container() {
         assert!(Instant::now() < deadline, "the container outlived pinfold by 60 s: {:?}", containers(engine(), &prefix));
         std::thread::sleep(Duration::from_millis(200));
     }
+    // Its staging helper saw pinfold's end of the socket close and removed its mounts.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !stage_mounts(&fx).is_empty() || !stage_dirs(&fx).is_empty() {
+        assert!(Instant::now() < deadline, "staging mounts outlived pinfold: {:#?} {:?}", stage_mounts(&fx), stage_dirs(&fx));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(fx.proj.join("started").exists(), "the project lost its files");
     // The seccomp profile it handed Podman stays (no destructor ran); the next run removes it.
     let profiles = || -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(fx.run_dir.join("pinfold"))
@@ -323,9 +335,18 @@ fn a_container_whose_pinfold_and_reaper_died_is_removed_by_the_next_run() {
         .filter(|p| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains("container-reap")))
         .collect();
     assert_eq!(reaper.len(), 1, "one reaper among pinfold's children {kids:?}");
-    std::process::Command::new("kill").args(["-KILL", &reaper[0].to_string()]).status().unwrap();
+    // And the helper holding the staged bind sources.
+    let stager: Vec<i32> = kids
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .filter(|p| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains("container-stage")))
+        .collect();
+    assert_eq!(stager.len(), 1, "one staging helper among pinfold's children {kids:?}");
+    std::process::Command::new("kill").args(["-KILL", &reaper[0].to_string(), &stager[0].to_string()]).status().unwrap();
     child.kill().expect("SIGKILL pinfold");
     child.wait().expect("reap");
+    let left = stage_dirs(&fx);
+    assert_eq!(left.len(), 1, "the control: the killed helper leaves its staging directory: {left:?}");
     // (No control here that the container outlives them: any run of the parallel suite may
     // already have swept it, as it should. Without the sweep it stayed: `sleep 300` ran on.)
     let r = exec_with(&fx, &policy, &engine().host, &["true"]);
@@ -335,6 +356,26 @@ fn a_container_whose_pinfold_and_reaper_died_is_removed_by_the_next_run() {
         assert!(Instant::now() < deadline, "the next run did not remove the dead run's container: {:?}", containers(engine(), &prefix));
         std::thread::sleep(Duration::from_millis(200));
     }
+    // The next run's staging helper unbound and removed the dead one's (never emptying it:
+    // the project is whole).
+    assert_eq!(stage_dirs(&fx), Vec::<String>::new(), "the dead run's staging directory stayed");
+    assert_eq!(stage_mounts(&fx), Vec::<String>::new(), "the dead run's staging mounts stayed");
+    assert!(fx.proj.join("started2").exists(), "the project lost its files");
+}
+
+/// The run directory's staging directories (`stage-…`).
+fn stage_dirs(fx: &Fx) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(fx.run_dir.join("pinfold"))
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("stage-")).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// This mount namespace's mounts on a staging point of the case's run directory.
+fn stage_mounts(fx: &Fx) -> Vec<String> {
+    let at = format!(" {}/stage-", fx.run_dir.join("pinfold").display());
+    std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default().lines().filter(|l| l.contains(&at)).map(str::to_string).collect()
 }
 
 /// The network is off or through the egress proxy. `on` is refused, and so is the proxy on
@@ -388,4 +429,289 @@ fn an_unprivileged_user_without_the_socket_is_refused() {
     assert_eq!(r.code, Some(125), "{}", r.show());
     assert!(r.stderr.contains("the container backend cannot run here"), "{}", r.show());
     assert!(!fx.proj.join("ran").exists());
+}
+
+/// An engine in whose mount namespace this user may not mount (root's engine reached by
+/// another user, as through Docker's `docker` group): pinfold cannot pin the bind sources
+/// where the engine resolves them, so it refuses and nothing runs; with `--allow-degraded`
+/// the command runs and the report says what is missing.
+#[test]
+fn an_engine_pinfold_cannot_stage_for_is_refused_unless_degraded() {
+    let fx = Fx::new(User::Nobody, "an_engine_pinfold_cannot_stage_for_is_refused_unless_degraded");
+    let policy = container_policy(&fx, "");
+    // A relay of this (root) test process's, which uid 65534 may reach: the process serving
+    // the socket is root's, in the host's namespaces.
+    let relay = fx.base.join("relay.sock");
+    relay_to(&relay, std::path::Path::new(engine().host.trim_start_matches("unix://")));
+    fx.own();
+    let host = format!("unix://{}", relay.display());
+    let r = exec_with(&fx, &policy, &host, &["bash", "-c", "touch ran"]);
+    assert_eq!(r.code, Some(125), "{}", r.show());
+    assert!(r.stderr.contains("cannot pin the bind sources") && r.stderr.contains("--allow-degraded"), "{}", r.show());
+    assert!(!fx.proj.join("ran").exists(), "the command ran");
+    let report = fx.base.join("report.json");
+    let mut full = vec![crate::support::pinfold_bin(), "exec".into(), "-c".into(), Fx::s(&policy), "--allow-degraded".into(), "--report".into(), Fx::s(&report), "--".into()];
+    full.extend(["bash", "-c", "touch ran"].map(String::from));
+    let mut c = fx.cmd(&full);
+    c.env("DOCKER_HOST", &host);
+    let r = run_cmd(c, full.join(" "), None, TIMEOUT);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    assert!(fx.proj.join("ran").exists(), "the degraded run did not run");
+    let text = std::fs::read_to_string(&report).unwrap_or_default();
+    assert!(text.contains("bind sources by path"), "the report does not say the sources went by path: {text}");
+}
+
+/// Accept on `at` and pass each connection through to the socket `to`, both ways.
+fn relay_to(at: &std::path::Path, to: &std::path::Path) {
+    use std::os::unix::net::{UnixListener, UnixStream};
+    let l = UnixListener::bind(at).expect("bind the relay");
+    let to = to.to_path_buf();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            let Ok(up) = UnixStream::connect(&to) else { continue };
+            let (mut a, mut b) = (c.try_clone().expect("clone"), up.try_clone().expect("clone"));
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut a, &mut b);
+                let _ = b.shutdown(std::net::Shutdown::Write);
+            });
+            let (mut c, mut up) = (c, up);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut up, &mut c);
+                let _ = c.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+}
+
+// --- containers kept between runs (`pinfold exec --keep-container`, as `pinfold serve` passes) ---
+
+fn kept_exec(fx: &Fx, policy: &std::path::Path, name: &str, report: &std::path::Path, argv: &[&str]) -> (Run, serde_json::Value) {
+    let mut full = vec![crate::support::pinfold_bin(), "exec".into(), "-c".into(), Fx::s(policy), "--keep-container".into(), name.into(), "--report".into(), Fx::s(report), "--".into()];
+    full.extend(argv.iter().map(|s| s.to_string()));
+    let mut c = fx.cmd(&full);
+    c.env("DOCKER_HOST", &kept_engine(fx.user).host);
+    let r = run_cmd(c, full.join(" "), None, TIMEOUT);
+    let rep = std::fs::read_to_string(report).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(serde_json::Value::Null);
+    (r, rep)
+}
+
+/// The engine a case's user reaches, with the test image imported.
+fn kept_engine(u: User) -> &'static crate::support::container::Engine {
+    crate::support::container::toolbox_image_for(u);
+    crate::support::container::engine_for(u)
+}
+
+/// The containers kept under `name` (`pinfold-kept-NAME-…`) in root's engine.
+fn kept_containers(name: &str) -> Vec<String> {
+    containers(engine(), &format!("pinfold-kept-{name}-"))
+}
+
+/// Removes the containers kept under a name when the test ends, passed or failed.
+struct Removed(String, User);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let e = kept_engine(self.1);
+        for c in containers(e, &format!("pinfold-kept-{}-", self.0)) {
+            let _ = std::process::Command::new("podman").args(["--url", &e.host, "rm", "-f", &c]).output();
+        }
+    }
+}
+
+/// The second run enters the container the first made (its /tmp is still there), with every
+/// guarantee a one-shot container has: no capabilities, no-new-privileges, the seccomp
+/// profile (setuid bits refused), writes outside the roots never reaching the host, the
+/// hidden path hidden. A run whose policy would make another container (another limit)
+/// runs in a fresh one, which is kept in the old one's place.
+#[test]
+fn a_kept_container_is_entered_again_with_every_guarantee() {
+    let fx = Fx::new(User::Root, "a_kept_container_is_entered_again_with_every_guarantee");
+    std::fs::create_dir_all(fx.home.join(".ssh")).unwrap();
+    std::fs::write(fx.home.join(".ssh/id_test"), "SECRET-KEY\n").unwrap();
+    let policy = container_policy(&fx, &format!("fs.read.deny = [{:?}]\n", Fx::s(&fx.home.join(".ssh"))));
+    let name = format!("every-{}", std::process::id());
+    let _removed = Removed(name.clone(), fx.user);
+    let (r, rep) = kept_exec(&fx, &policy, &name, &fx.base.join("r1.json"), &["bash", "-c", "echo one > /tmp/left-by-one; echo first > first.txt"]);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    assert_eq!((rep["container"]["kept"].as_str(), rep["container"]["kept_made"].as_bool()), (Some(name.as_str()), Some(true)), "{rep}");
+    assert_eq!(kept_containers(&name).len(), 1, "the container stays after the run");
+    let escape = fx.home.join(format!("pinfold-kept-escape-{}", std::process::id()));
+    let script = format!(
+        "cat /tmp/left-by-one; grep -E 'NoNewPrivs|CapEff' /proc/self/status; cat {key} 2>&1 | head -1; \
+         touch {escape} 2>/dev/null; touch s; chmod u+s s 2>/dev/null && echo SETUID; echo second > second.txt; exit 5",
+        key = Fx::s(&fx.home.join(".ssh/id_test")),
+        escape = Fx::s(&escape)
+    );
+    let (r, rep) = kept_exec(&fx, &policy, &name, &fx.base.join("r2.json"), &["bash", "-c", &script]);
+    assert_eq!(r.code, Some(5), "the command's own exit status: {}", r.show());
+    assert_eq!((rep["container"]["kept"].as_str(), rep["container"].get("kept_made")), (Some(name.as_str()), None), "entered, not made: {rep}");
+    assert!(r.stdout.starts_with("one\n"), "the first run's /tmp: {}", r.show());
+    assert!(r.stdout.contains("NoNewPrivs:\t1") && r.stdout.contains("CapEff:\t0000000000000000"), "{}", r.show());
+    assert!(!r.stdout.contains("SECRET-KEY") && !r.stdout.contains("SETUID"), "{}", r.show());
+    // (The touch lands in the container's /tmp, a tmpfs; the host's home is untouched.)
+    assert!(!escape.exists(), "a write reached the home directory");
+    assert_eq!(std::fs::metadata(fx.proj.join("s")).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o6000).unwrap_or(1), 0);
+    assert_eq!(std::fs::read_to_string(fx.proj.join("second.txt")).unwrap_or_default(), "second\n");
+    // Another limit: another container, made in the old one's place.
+    let other = container_policy(&fx, "pids = 500\n");
+    let (r, rep) = kept_exec(&fx, &other, &name, &fx.base.join("r3.json"), &["bash", "-c", "test -e /tmp/left-by-one && echo SAME || echo fresh"]);
+    assert_eq!(r.stdout.trim(), "fresh", "{}", r.show());
+    assert_eq!(rep["container"]["kept_made"].as_bool(), Some(true), "{rep}");
+    assert_eq!(kept_containers(&name).len(), 1, "the old one is removed: {:?}", kept_containers(&name));
+}
+
+/// pinfold killed during a run in a kept container takes the container along (its reaper
+/// removes it): the command is not left running where nobody watches. The next run makes a
+/// fresh one. SIGTERM reaches a command in a kept container, as in a one-shot one.
+#[test]
+fn a_kept_run_killed_takes_its_container_and_signals_reach_it() {
+    let fx = Fx::new(User::Root, "a_kept_run_killed_takes_its_container_and_signals_reach_it");
+    let policy = container_policy(&fx, "");
+    let name = format!("kill-{}", std::process::id());
+    let _removed = Removed(name.clone(), fx.user);
+    let spawn = |script: &str| {
+        let argv = [crate::support::pinfold_bin(), "exec".into(), "-c".into(), Fx::s(&policy), "--keep-container".into(), name.clone(), "--".into(), "bash".into(), "-c".into(), script.to_string()];
+        let mut c = fx.cmd(&argv);
+        c.env("DOCKER_HOST", &engine().host).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+        c.spawn().expect("spawn pinfold")
+    };
+    let wait_for = |f: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !fx.proj.join(f).exists() {
+            assert!(Instant::now() < deadline, "the command never started");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let mut child = spawn("trap 'echo got-term > term.txt; exit 7' TERM; touch started; while :; do sleep 0.1; done");
+    wait_for("started");
+    assert!(std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(7), "{status:?}");
+    assert_eq!(std::fs::read_to_string(fx.proj.join("term.txt")).unwrap_or_default().trim(), "got-term");
+    assert_eq!(kept_containers(&name).len(), 1, "a run that ended keeps the container");
+    let mut child = spawn("touch started2; sleep 300");
+    wait_for("started2");
+    child.kill().expect("SIGKILL pinfold");
+    child.wait().expect("reap");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !kept_containers(&name).is_empty() {
+        assert!(Instant::now() < deadline, "the kept container outlived its killed run by 60 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (r, rep) = kept_exec(&fx, &policy, &name, &fx.base.join("r.json"), &["true"]);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    assert_eq!(rep["container"]["kept_made"].as_bool(), Some(true), "{rep}");
+}
+
+/// What a run leaves running in a kept container does not outlive the run: a process in the
+/// background, one in a new session that ignores SIGTERM, one holding the run's stdin, one the
+/// command made with `clone(CLONE_PARENT)` (the child of the engine's monitor, outside the
+/// container: found by an outside attack, it stole the next command's stdin). Once
+/// pinfold returns, none writes in the project (found: a leftover rewrote files after the
+/// run's checks, and took the next command's stdin), and the next run sees none of them.
+#[test]
+fn nothing_a_kept_run_leaves_running_outlives_it_root() {
+    nothing_a_kept_run_leaves_running_outlives_it(User::Root)
+}
+
+#[test]
+fn nothing_a_kept_run_leaves_running_outlives_it_nobody() {
+    nothing_a_kept_run_leaves_running_outlives_it(User::Nobody)
+}
+
+fn nothing_a_kept_run_leaves_running_outlives_it(u: User) {
+    let fx = Fx::new(u, "nothing_a_kept_run_leaves_running_outlives_it");
+    let policy = container_policy(&fx, "");
+    let name = format!("left-{}", std::process::id());
+    let _removed = Removed(name.clone(), fx.user);
+    let leave = "(sleep 1.5; echo late > late.txt) & \
+                 setsid bash -c 'trap \"\" TERM HUP; sleep 1.5; echo late > late2.txt' </dev/null >/dev/null 2>&1 & \
+                 (cat > stolen.txt) & \
+                 ( ( sleep 1.5; echo late > late3.txt ) & ) ; echo left; \
+                 exec python3 -c 'import ctypes, os, time; r = ctypes.CDLL(None).syscall(56, 0x8000 | 17, 0, 0, 0, 0); \
+                 r == 0 and (time.sleep(1.5), open(\"late4.txt\", \"w\").write(\"late\"), os._exit(0))'";
+    let (r, rep) = kept_exec(&fx, &policy, &name, &fx.base.join("r1.json"), &["bash", "-c", leave]);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    assert_eq!(rep["container"]["kept_made"].as_bool(), Some(true), "{rep}");
+    std::thread::sleep(Duration::from_millis(2500));
+    for f in ["late.txt", "late2.txt", "late3.txt", "late4.txt"] {
+        assert!(!fx.proj.join(f).exists(), "{f}: a process of the first run wrote after it ended");
+    }
+    let (r, rep) = kept_exec(
+        &fx,
+        &policy,
+        &name,
+        &fx.base.join("r2.json"),
+        &["bash", "-c", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done"],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    assert!(rep["container"].get("kept_made").is_none(), "entered: {rep}");
+    assert!(!r.stdout.contains("sleep") && !r.stdout.contains("cat") && !r.stdout.contains("python3"), "processes of the first run are still there:\n{}", r.stdout);
+    assert!(r.stdout.contains("container-keep"), "the keeper is not listed (the listing proves nothing):\n{}", r.stdout);
+    assert_eq!(std::fs::read_to_string(fx.proj.join("stolen.txt")).unwrap_or_default(), "", "the leftover read input");
+}
+
+/// A write-deny path that did not exist when the kept container was made stays unwritable
+/// from the second run on (found: its placeholder was removed as the first run ended, and the
+/// kernel unbound it in the container); a hidden path that did not exist stays hidden when
+/// the user fills it in later; and when the user removes a placeholder on the host, the next
+/// run does not enter the container that lost its bind: it makes another.
+#[test]
+fn deny_paths_that_did_not_exist_hold_for_the_kept_containers_life_root() {
+    deny_paths_that_did_not_exist_hold_for_the_kept_containers_life(User::Root)
+}
+
+#[test]
+fn deny_paths_that_did_not_exist_hold_for_the_kept_containers_life_nobody() {
+    deny_paths_that_did_not_exist_hold_for_the_kept_containers_life(User::Nobody)
+}
+
+fn deny_paths_that_did_not_exist_hold_for_the_kept_containers_life(u: User) {
+    let fx = Fx::new(u, "deny_paths_that_did_not_exist_hold_for_the_kept_containers_life");
+    let policy = container_policy(&fx, "fs.write.deny = [\"later.txt\"]\nfs.read.deny = [\"later.env\"]\n");
+    let name = format!("deny-{}", std::process::id());
+    let _removed = Removed(name.clone(), fx.user);
+    let (r, rep) = kept_exec(&fx, &policy, &name, &fx.base.join("r1.json"), &["true"]);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    assert_eq!(rep["container"]["kept_made"].as_bool(), Some(true), "{rep}");
+    let attempt = "echo pwned > later.txt; rm -f later.txt; mv later.txt x 2>/dev/null; true";
+    let (r, rep) = kept_exec(&fx, &policy, &name, &fx.base.join("r2.json"), &["bash", "-c", attempt]);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    assert!(rep["container"].get("kept_made").is_none(), "entered: {rep}");
+    assert_eq!(std::fs::read_to_string(fx.proj.join("later.txt")).unwrap_or_default(), "", "the write-deny path was written: {}", r.show());
+    // The user fills in the hidden file on the host (the policy now covers a file with
+    // content: another container, or this one, but never the content).
+    std::fs::write(fx.proj.join("later.env"), "SECRET=1\n").expect("write later.env");
+    let (r, _) = kept_exec(&fx, &policy, &name, &fx.base.join("r3.json"), &["bash", "-c", "cat later.env; true"]);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    assert!(!r.stdout.contains("SECRET"), "the hidden file was read: {}", r.show());
+    // The user removes the placeholder on the host: the kernel unbinds it in the container.
+    std::fs::remove_file(fx.proj.join("later.txt")).expect("rm the placeholder");
+    let (r, rep) = kept_exec(&fx, &policy, &name, &fx.base.join("r4.json"), &["bash", "-c", "echo pwned > later.txt; true"]);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    assert_eq!(rep["container"]["kept_made"].as_bool(), Some(true), "the container that lost its bind was entered: {rep}");
+    assert!(rep["container"]["kept_replaced"].as_str().is_some_and(|w| w.contains("nothing is mounted at") && w.contains("later.txt")), "{rep}");
+    assert_eq!(std::fs::read_to_string(fx.proj.join("later.txt")).unwrap_or_default(), "", "the write-deny path was written: {}", r.show());
+}
+
+/// A container made to look like a kept one (its name, its label) is never entered: a run
+/// enters only the container whose ID its record holds.
+#[test]
+fn a_container_pinfold_did_not_make_is_not_entered() {
+    let fx = Fx::new(User::Root, "a_container_pinfold_did_not_make_is_not_entered");
+    let policy = container_policy(&fx, "");
+    let name = format!("foreign-{}", std::process::id());
+    let _removed = Removed(name.clone(), fx.user);
+    let made = std::process::Command::new("podman")
+        .args([
+            "--url", &engine().host, "run", "-d", "--name", &format!("pinfold-kept-{name}-00000000"), "--label", &format!("dev.pinfold.kept={name}"),
+            "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", "-v", &format!("{}:/foreign", Fx::s(&fx.home)), toolbox_image(), "sleep", "300",
+        ])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let (r, rep) = kept_exec(&fx, &policy, &name, &fx.base.join("r.json"), &["bash", "-c", "test -e /foreign && echo FOREIGN; test -e /.pinfold-keeper && echo ours"]);
+    assert_eq!(r.code, Some(0), "{}", r.show());
+    assert_eq!(r.stdout.trim(), "ours", "{}", r.show());
+    assert_eq!(rep["container"]["kept_made"].as_bool(), Some(true), "{rep}");
 }

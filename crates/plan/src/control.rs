@@ -283,6 +283,64 @@ pub struct Guard {
     /// changed inside the project and staged as a gitlink, which `git status` enters and whose
     /// configuration it obeys, is moved aside.
     nested: Option<(PathBuf, PathBuf, std::time::SystemTime)>,
+    /// The directories looked in after the run, opened before it (see [`Anchors`]).
+    anchors: Anchors,
+    /// The git directory, and the links in it before the run (relative path, target): git
+    /// makes none there, and one a command plants (`COMMIT_EDITMSG -> ~/.bashrc`, `logs ->
+    /// ~`) has the user's own git write outside the project (found by an outside attack).
+    git_links: Option<(PathBuf, Vec<(PathBuf, PathBuf)>)>,
+    /// A directory beneath the project root that was not, when the run was set up, the
+    /// directory its path names (a link on its way): the run must not start.
+    pub swapped: Option<PathBuf>,
+}
+
+/// The directories the checks after a run look in, each opened (`O_PATH`) as the run is set
+/// up, so that after it they are looked in, and renamed in, through those descriptors
+/// (`/proc/self/fd/N/…`). A directory of the project swapped for a link to the home directory
+/// meanwhile, by a command running beside this one, then changes nothing they see or move
+/// (found by an outside attack: the user's `~/.claude` and `~/.envrc` moved aside after runs,
+/// and a planted `.envrc` left in place, the checks having looked through the link).
+#[derive(Default)]
+struct Anchors(std::collections::HashMap<PathBuf, std::fs::File>);
+
+impl Anchors {
+    /// Open `dir` (when it exists). Beneath `root`, which is named without links, it must be
+    /// the directory its path names: `Err` with the path otherwise.
+    fn add(&mut self, dir: &Path, root: &Path) -> Result<(), PathBuf> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        if self.0.contains_key(dir) {
+            return Ok(());
+        }
+        let Ok(f) = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC).open(dir) else { return Ok(()) };
+        if dir.starts_with(root) && std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).ok().as_deref() != Some(dir) {
+            return Err(dir.to_path_buf());
+        }
+        self.0.insert(dir.to_path_buf(), f);
+        Ok(())
+    }
+
+    /// Where to look for `p` now: beneath the nearest directory above it that was opened,
+    /// through that descriptor; `p` itself when none was.
+    fn at(&self, p: &Path) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        for a in p.ancestors().skip(1) {
+            if let Some(f) = self.0.get(a) {
+                let rest = p.strip_prefix(a).unwrap_or(p);
+                return PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd())).join(rest);
+            }
+        }
+        p.to_path_buf()
+    }
+
+    /// Where to look in the directory `d` now.
+    fn dir(&self, d: &Path) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        match self.0.get(d) {
+            Some(f) => PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd())),
+            None => self.at(d),
+        }
+    }
 }
 
 impl std::fmt::Debug for Guard {
@@ -324,7 +382,29 @@ impl Guard {
                 g.home(&h, &open);
             }
         }
+        g.anchor(root);
         g
+    }
+
+    /// Open every directory [`Guard::after`] looks in (see [`Anchors`]).
+    fn anchor(&mut self, root: &Path) {
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        let parent = |p: &Path| p.parent().map(Path::to_path_buf);
+        dirs.extend(self.present.iter().filter_map(|(p, ..)| parent(p)));
+        dirs.extend(self.missing.iter().filter_map(|(p, ..)| parent(p)));
+        dirs.extend(self.listings.iter().map(|l| l.dir.clone()));
+        dirs.extend(self.kept.iter().filter_map(|(p, _)| parent(p)));
+        dirs.extend(self.strategies.iter().filter_map(|(p, _)| parent(p)));
+        dirs.extend(self.todo.iter().filter_map(|(p, _)| parent(p)));
+        dirs.extend(self.new_repo.iter().filter_map(|p| parent(p)));
+        dirs.extend(self.git_links.iter().map(|(g, _)| g.clone()));
+        // And the project root itself, which every path beneath it can be found from.
+        dirs.push(root.to_path_buf());
+        for d in dirs {
+            if let Err(at) = self.anchors.add(&d, root) {
+                self.swapped.get_or_insert(at);
+            }
+        }
     }
 
     fn add(&mut self, p: PathBuf, family: Family, open: &dyn Fn(&Path) -> bool) {
@@ -400,13 +480,19 @@ impl Guard {
             let start = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
             self.nested = Some((root.to_path_buf(), gitdir.clone(), start));
         }
-        for d in ["refs"] {
+        // Directories git writes into that must stay the directories they are: one replaced
+        // by a link has git read and write refs and logs where the link leads (found:
+        // `refs/heads -> ~`, and the user's next commit wrote `~/master`).
+        for d in ["refs", "refs/heads", "refs/tags", "refs/remotes", "logs", "logs/refs", "logs/refs/heads"] {
             let d = common.join(d);
             if open(&d)
                 && let Some((false, ino)) = self.seen.entry(&d)
             {
                 self.kept.push((d, ino));
             }
+        }
+        if open(&common) {
+            self.git_links = Some((common.clone(), links_in(&common)));
         }
         for f in ["rebase-merge/strategy", "sequencer/opts"] {
             let f = gitdir.join(f);
@@ -493,94 +579,109 @@ impl Guard {
         self.listing(dir.to_path_buf(), Family::Home, open);
     }
 
-    /// After the run: move aside every control file it created; what was moved.
+    /// After the run: move aside every control file it created; what was moved. Each path is
+    /// looked at, and moved, through the directories opened before the run ([`Anchors`]).
     pub fn after(&self) -> Vec<Planted> {
+        let at = |p: &Path| self.anchors.at(p);
         let mut out = Vec::new();
         let mut now = Dirents::default();
         for (d, ino) in &self.kept {
-            if now.entry(d).is_some_and(|(link, i)| link || i != *ino) {
+            if now.entry(&at(d)).is_some_and(|(link, i)| link || i != *ino) {
                 // Moved aside; the git guard then writes the refs back into a new one.
-                out.push(move_aside(d, Family::Git));
+                out.push(move_aside(d, &at(d), Family::Git));
             }
         }
         for (p, family, ino, link) in &self.present {
+            let here = at(p);
             // The same inode, and for a link the same text (a link removed and made again
             // may get the freed inode back).
-            let same = |is_link: bool, i: u64| i == *ino && is_link == link.is_some() && (!is_link || std::fs::read_link(p).ok() == *link);
-            match now.entry(p) {
+            let same = |is_link: bool, i: u64| i == *ino && is_link == link.is_some() && (!is_link || std::fs::read_link(&here).ok() == *link);
+            match now.entry(&here) {
                 Some((is_link, i)) if same(is_link, i) => continue,
                 // Replaced: what is there now is moved aside.
-                Some(_) => out.push(move_aside(p, *family)),
+                Some(_) => out.push(move_aside(p, &here, *family)),
                 None => {}
             }
             // A link the command removed or replaced is made again as it was.
             if let Some(text) = link
-                && std::fs::symlink_metadata(p).is_err()
+                && std::fs::symlink_metadata(&here).is_err()
             {
-                let _ = std::os::unix::fs::symlink(text, p);
+                let _ = std::os::unix::fs::symlink(text, &here);
             }
         }
         for (p, family, link) in &self.missing {
+            let here = at(p);
             // Created, or a link made or replaced there: a dangling link becomes a control
             // file as soon as anyone, a file tool included, creates its target.
-            let planted = match now.state(p) {
+            let planted = match now.state(&here) {
                 State::Resolves => true,
-                State::Dangling => identity(p) != *link,
+                State::Dangling => identity(&here) != *link,
                 State::Absent | State::Uncreatable => false,
             };
             // A placeholder a sandbox running beside this one made, and holds, is not planted.
             if planted && !pinfold_sandbox::held_placeholder(p) {
-                out.push(move_aside(p, *family));
+                out.push(move_aside(p, &here, *family));
             }
         }
         for l in &self.listings {
-            let Ok(rd) = std::fs::read_dir(&l.dir) else { continue };
-            let mut new: Vec<PathBuf> = rd
+            let dir = self.anchors.dir(&l.dir);
+            let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+            let mut new: Vec<OsString> = rd
                 .flatten()
                 .filter(|e| counts(&e.file_name(), l.dot_only) && l.names.binary_search(&e.file_name()).is_err())
                 // What this pass itself moved aside is not new.
-                .filter(|e| !out.iter().any(|o: &Planted| o.moved_to.as_deref() == Some(e.path().as_path())))
-                .map(|e| e.path())
+                .filter(|e| !out.iter().any(|o: &Planted| o.moved_to.as_deref() == Some(l.dir.join(e.file_name()).as_path())))
+                .map(|e| e.file_name())
                 .collect();
             new.sort();
-            for p in new {
+            for name in new {
+                let p = l.dir.join(&name);
                 if !out.iter().any(|o: &Planted| o.path == p) {
-                    out.push(move_aside(&p, l.family));
+                    out.push(move_aside(&p, &dir.join(&name), l.family));
                 }
             }
         }
         for (f, before) in &self.strategies {
-            let planted = match read_bounded(f, SMALL) {
+            let planted = match read_bounded(&at(f), SMALL) {
                 Ok(Some(now)) => before.as_ref() != Some(&now) && !builtin_strategies(&now),
                 Ok(None) => false,
                 Err(()) => true,
             };
             if planted {
-                out.push(move_aside(f, Family::Git));
+                out.push(move_aside(f, &at(f), Family::Git));
             }
         }
         if let Some((todo, before)) = &self.todo
-            && let planted = match read_bounded(todo, SMALL) {
+            && let planted = match read_bounded(&at(todo), SMALL) {
                 Ok(Some(now)) => before.as_ref() != Some(&now) && runs_commands(&now),
                 Ok(None) => false,
                 Err(()) => true,
             }
             && planted
         {
-            out.push(move_aside(todo, Family::Git));
+            out.push(move_aside(todo, &at(todo), Family::Git));
         }
         if let Some((root, gitdir, start)) = &self.nested {
             for p in nested_repos_staged(root, gitdir, *start) {
                 if !out.iter().any(|o: &Planted| o.path == p) {
-                    out.push(move_aside(&p, Family::Git));
+                    out.push(move_aside(&p, &at(&p), Family::Git));
+                }
+            }
+        }
+        if let Some((gitdir, before)) = &self.git_links {
+            let here = self.anchors.dir(gitdir);
+            for (rel, target) in links_in(&here) {
+                let p = gitdir.join(&rel);
+                if !before.iter().any(|(r, t)| *r == rel && *t == target) && !out.iter().any(|o: &Planted| o.path == p) {
+                    out.push(move_aside(&p, &here.join(&rel), Family::Git));
                 }
             }
         }
         if let Some(dotgit) = &self.new_repo
-            && std::fs::symlink_metadata(dotgit).is_ok()
-            && !harmless_new_repo(dotgit)
+            && std::fs::symlink_metadata(at(dotgit)).is_ok()
+            && !harmless_new_repo(&at(dotgit))
         {
-            out.push(move_aside(dotgit, Family::Git));
+            out.push(move_aside(dotgit, &at(dotgit), Family::Git));
         }
         out
     }
@@ -689,23 +790,52 @@ fn identity(p: &Path) -> Option<(u64, u64)> {
     std::fs::symlink_metadata(p).ok().map(|m| (m.dev(), m.ino()))
 }
 
+/// The symbolic links in a git directory (looked in at `look`), as paths relative to
+/// it with their text: the top level and every directory below it but `objects/pack` and the
+/// loose objects' files, at most 20000 entries (a link further down is not looked for).
+fn links_in(look: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let mut out = Vec::new();
+    let mut todo = vec![PathBuf::new()];
+    let mut seen = 0usize;
+    while let Some(rel) = todo.pop() {
+        let Ok(rd) = std::fs::read_dir(look.join(&rel)) else { continue };
+        for e in rd.flatten() {
+            seen += 1;
+            if seen > 20_000 {
+                return out;
+            }
+            let Ok(t) = e.file_type() else { continue };
+            let r = rel.join(e.file_name());
+            if t.is_symlink() {
+                let text = std::fs::read_link(e.path()).unwrap_or_default();
+                out.push((r, text));
+            } else if t.is_dir() && r != Path::new("objects/pack") && !(rel == Path::new("objects") && e.file_name().len() == 2) {
+                todo.push(r);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Move `p` aside to `p.pinfold-planted` (`…-2`, `…-3` when taken): kept, never deleted, and
-/// under a name no program reads.
-fn move_aside(p: &Path, family: Family) -> Planted {
+/// under a name no program reads. `now` is where `p` is looked at (see [`Anchors`]).
+fn move_aside(p: &Path, now: &Path, family: Family) -> Planted {
     let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mut moved_to = None;
     // A name too long to take the suffix (255 bytes at most) gets a short name of its own.
     let long = name.len() + PLANTED_SUFFIX.len() + 4 > 255;
     for i in 1..100 {
         let suffix = if i == 1 { PLANTED_SUFFIX.to_string() } else { format!("{PLANTED_SUFFIX}-{i}") };
-        let to = if long { p.with_file_name(format!("{PLANTED_SUFFIX}-{i}")) } else { p.with_file_name(format!("{name}{suffix}")) };
+        let new_name = if long { format!("{PLANTED_SUFFIX}-{i}") } else { format!("{name}{suffix}") };
+        let to = now.with_file_name(&new_name);
         if std::fs::symlink_metadata(&to).is_ok() {
             continue;
         }
         // RENAME_NOREPLACE semantics by the check above; a race loses to the other file, which
         // stays where it is.
-        if std::fs::rename(p, &to).is_ok() || rename_in_closed_dir(p, &to) {
-            moved_to = Some(to);
+        if std::fs::rename(now, &to).is_ok() || rename_in_closed_dir(now, &to) {
+            moved_to = Some(p.with_file_name(&new_name));
         }
         break;
     }

@@ -32,7 +32,7 @@ pub mod trust;
 
 pub use dirs::Dirs;
 pub use error::{Error, Kind};
-pub use plan::{command_argv, judge, plain_argv, plan, preset, Context, Judged, Net, Plan, PlanError, Run, Sandbox, Step};
+pub use plan::{command_argv, home_reached_by_a_detour, judge, link_out_of_a_project, links_on_the_way, plain_argv, plan, preset, Context, Judged, Net, Plan, PlanError, Run, Sandbox, Step};
 pub use run::{run, Finished};
 
 /// The exit status of a run whose sandbox could not be set up: nothing ran.

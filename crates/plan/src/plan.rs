@@ -50,6 +50,14 @@ pub struct Context {
     pub backend: Option<BackendKind>,
     /// The container image asked for (`pinfold exec --image`), over the preset's `image`.
     pub image: Option<String>,
+    /// The kept container to run in (`pinfold serve`, through `pinfold exec
+    /// --keep-container`), when the run is on the container backend.
+    pub keep_container: Option<String>,
+    /// The working directory as the caller named it, links and all (`--cwd` as given, or the
+    /// shell's `$PWD`), when that differs from `cwd`, whether or not it still leads there: a
+    /// link on its way that a command could have planted is refused (see
+    /// [`link_out_of_a_project`] and [`home_reached_by_a_detour`]).
+    pub named_cwd: Option<PathBuf>,
 }
 
 /// Everything one `pinfold exec` does, decided before it does any of it.
@@ -128,6 +136,29 @@ pub enum PlanError {
     NoPreset,
     #[error("the preset names the backend `{name}`, which this build of pinfold does not have")]
     UnknownBackend { name: String },
+    /// The policy was loaded for another directory than the one the command runs in: its
+    /// project root, which the sandbox makes writable, is not the working directory or above
+    /// it.
+    #[error("the project root {} is not the working directory {} or above it", root.display(), cwd.display())]
+    ElsewhereRoot { root: PathBuf, cwd: PathBuf },
+    /// The working directory was reached through a link inside a project that leads out of
+    /// it: a command that could write the project could have planted it, to have the next
+    /// run's project (made writable) be the home directory or another repository.
+    #[error("the working directory {} is reached through {}, a link inside the project {} that leads out of it (to {})", named.display(), link.display(), project.display(), target.display())]
+    PlantedLink { named: PathBuf, link: PathBuf, project: PathBuf, target: PathBuf },
+    /// The working directory is the home directory (or above it), which as the project is made
+    /// writable, but the caller named another path: reached through a link (`ln -s ~ sub`, then
+    /// `cd sub`), or through one since put back (`$PWD` names a real directory again).
+    #[error("the working directory is {}, the home directory or above it, but it was named {}: {why}", cwd.display(), named.display())]
+    HomeByDetour { cwd: PathBuf, named: PathBuf, why: String },
+    /// A writable root reached through a link to the home directory, a directory above it, or
+    /// a system directory: a command that could write where the link is could have made it.
+    #[error("the writable root {} leads through a link to {}", root.display(), target.display())]
+    RootToHome { root: PathBuf, target: PathBuf },
+    /// A directory of the project was not, as the run was set up, the directory its path
+    /// names: a link stood on its way, swapped in by a command beside this one perhaps.
+    #[error("{} leads through a link now, which it did not when the policy was loaded (did a command beside this one swap a directory for a link?)", path.display())]
+    Swapped { path: PathBuf },
 }
 
 impl PlanError {
@@ -137,14 +168,104 @@ impl PlanError {
             PlanError::UnknownPreset { known, .. } => format!("the policy defines: {}", known.join(", ")),
             PlanError::NoPreset => "set `defaults.sandbox`, or pass --sandbox PRESET".to_string(),
             PlanError::UnknownBackend { .. } => format!("use one of: {}", pinfold_policy::config::BACKENDS.join(", ")),
+            PlanError::ElsewhereRoot { .. } => "load the policy from the directory the command runs in (was a directory on its way swapped for a link?)".to_string(),
+            PlanError::PlantedLink { target, .. } => format!("if the link is meant, run from where it leads ({}), named as it is", target.display()),
+            PlanError::Swapped { .. } => "run it again; nothing ran".to_string(),
+            PlanError::HomeByDetour { cwd, .. } => format!("to work in the home directory, run from it named as it is ({})", cwd.display()),
+            PlanError::RootToHome { root, .. } => format!("remove the link at {} (a command may have made it), or name the real path in the policy", root.display()),
         }
     }
 }
 
 impl From<PlanError> for crate::Error {
     fn from(e: PlanError) -> crate::Error {
-        crate::Error::new(e.to_string()).hint(e.hint())
+        // A link or a swap found on the way: the sandbox could not be set up as the policy
+        // means it, and nothing ran (125 from `pinfold exec`), as when the sandbox finds one.
+        let setup = matches!(
+            e,
+            PlanError::ElsewhereRoot { .. } | PlanError::PlantedLink { .. } | PlanError::HomeByDetour { .. } | PlanError::RootToHome { .. } | PlanError::Swapped { .. }
+        );
+        let err = crate::Error::new(e.to_string()).hint(e.hint());
+        if setup { err.kind(crate::Kind::Setup) } else { err }
     }
+}
+
+/// The first link on the way to `named` (an absolute path as the caller named it) that lies
+/// inside a project (a directory at or above it holding `.git` or a `pinfold.*` file) and
+/// leads out of that project: with where it is, the project, and where it leads. Such a link
+/// is what a sandboxed command could plant (`ln -s ~ sub`; found: the next run in `sub` had
+/// the home directory as its project, and wrote another repository's hooks there). A link
+/// outside any project (`/home` to `/var/home`, `~/src` to `/data/src`) or within its own
+/// project is taken as the caller's.
+pub fn link_out_of_a_project(named: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
+    let project_of = |dir: &Path| -> Option<PathBuf> {
+        dir.ancestors()
+            .find(|d| d.join(".git").exists() || ["toml", "yaml", "yml", "json"].iter().any(|e| d.join(format!("pinfold.{e}")).is_file()))
+            .map(Path::to_path_buf)
+    };
+    links_on_the_way(named).into_iter().find_map(|(link, parent, target)| {
+        let project = project_of(&parent)?;
+        (!target.starts_with(&project)).then_some((link, project, target))
+    })
+}
+
+/// Each link on the way to `named` (absolute), in order: where it is, the real directory
+/// holding it, and where it leads (the walk goes on from there). It stops at a link that
+/// leads nowhere.
+pub fn links_on_the_way(named: &Path) -> Vec<(PathBuf, PathBuf, PathBuf)> {
+    let mut out = Vec::new();
+    let mut at = PathBuf::from("/");
+    for comp in named.components().skip(1) {
+        let next = at.join(comp);
+        if std::fs::symlink_metadata(&next).is_ok_and(|m| m.file_type().is_symlink()) {
+            let parent = std::fs::canonicalize(&at).unwrap_or_else(|_| at.clone());
+            let Ok(target) = std::fs::canonicalize(&next) else { break };
+            out.push((next, parent, target.clone()));
+            at = target;
+        } else {
+            at = next;
+        }
+    }
+    out
+}
+
+/// Why a run in `cwd`, the home directory or a directory above it (`/`), named `named` by
+/// its caller, did not get there as the caller meant: `named` leads elsewhere now (a link the
+/// shell went through was put back), through a link lying in the home directory, or through a
+/// link to the home directory itself or `/`. `None` when `cwd` is not the home directory or
+/// above it, or the path leads there honestly (`/home` a link to `/var/home`).
+pub fn home_reached_by_a_detour(named: &Path, cwd: &Path, home: Option<&Path>) -> Option<String> {
+    let home = home.map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| h.to_path_buf()))?;
+    if !home.starts_with(cwd) {
+        return None;
+    }
+    if std::fs::canonicalize(named).ok().as_deref() != Some(cwd) {
+        return Some(format!("{} leads elsewhere now (the way the shell came was changed since)", named.display()));
+    }
+    links_on_the_way(named).into_iter().find_map(|(link, real_parent, target)| {
+        if real_parent.starts_with(&home) {
+            return Some(format!("through {}, a link in the home directory", link.display()));
+        }
+        // To the home directory, `/`, or (but from the top level, as `/home` to `/var/home`
+        // is) a directory above the home directory.
+        (target == home || target == Path::new("/") || (home.starts_with(&target) && real_parent != Path::new("/")))
+            .then(|| format!("through {}, a link to {}", link.display(), target.display()))
+    })
+}
+
+/// A writable root (as the policy names it) that leads through a link to the home directory,
+/// a directory above it, or a system directory: with where it leads.
+/// `home` is the home directory's real path.
+fn root_to_home(w: &Path, home: Option<&Path>) -> Option<PathBuf> {
+    let target = std::fs::canonicalize(w).ok()?;
+    if target == w {
+        return None;
+    }
+    let system = ["/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/root", "/proc", "/sys", "/dev"];
+    let wide = target == Path::new("/")
+        || home.is_some_and(|h| h.starts_with(&target))
+        || system.iter().any(|d| target.starts_with(d) && !home.is_some_and(|h| target.starts_with(h)));
+    wide.then_some(target)
 }
 
 /// The command as judged and the argv that runs it: one argument is shell text, run by bash
@@ -199,6 +320,22 @@ pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> R
         return Ok(Plan { text, judgement, hook_approved, step: Step::Refuse { record } });
     }
     let config = policy.config();
+    // The root comes from the directories above the working directory the policy was loaded
+    // for, which each door names as the command's, without links: any other root is a policy
+    // loaded for elsewhere, and its project would be made writable.
+    if !cwd.starts_with(&config.project_root) {
+        return Err(PlanError::ElsewhereRoot { root: config.project_root.clone(), cwd: cwd.clone() });
+    }
+    if let Some(named) = cx.named_cwd.as_deref() {
+        if let Some(why) = home_reached_by_a_detour(named, cwd, dirs.home.as_deref()) {
+            return Err(PlanError::HomeByDetour { cwd: cwd.clone(), named: named.to_path_buf(), why });
+        }
+        if std::fs::canonicalize(named).ok().as_deref() == Some(cwd.as_path())
+            && let Some((link, project, target)) = link_out_of_a_project(named)
+        {
+            return Err(PlanError::PlantedLink { named: named.to_path_buf(), link, project, target });
+        }
+    }
     let preset = preset(&judgement, cx.sandbox.as_deref(), config)?;
     let backend = backend(&preset, cx)?;
     // A backend without undo: judged again as what it is, if the verdict could have counted
@@ -221,6 +358,15 @@ pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> R
         }
     }
     let (mut sp, guard, control, mut undo) = sandbox_policy(&preset, cx, config, dirs);
+    if let Some(path) = control.swapped.clone() {
+        return Err(PlanError::Swapped { path });
+    }
+    let real_home = dirs.home.as_deref().map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| h.to_path_buf()));
+    for w in &sp.writable {
+        if let Some(target) = root_to_home(w, real_home.as_deref()) {
+            return Err(PlanError::RootToHome { root: w.clone(), target });
+        }
+    }
     sp.backend = backend;
     sp.container = pinfold_sandbox::ContainerSettings {
         image: cx.image.clone().or_else(|| preset.container.image.clone()),
@@ -228,6 +374,7 @@ pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> R
         cpus: preset.container.cpus,
         memory: preset.container.memory,
         pids: preset.container.pids,
+        keep: cx.keep_container.clone(),
     };
     if !backend.records_changes() {
         undo = None;

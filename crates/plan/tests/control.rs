@@ -240,3 +240,57 @@ fn nested_repositories_staged_as_gitlinks_are_found_in_every_index_format() {
         assert!(!sub.join(".git").exists() && sub.join(format!(".git{PLANTED_SUFFIX}")).exists());
     }
 }
+
+/// The working directory `sub` swapped for a link to the home directory after the run was
+/// set up (by a command beside it): the home directory's `.envrc` and `.claude`, which a check
+/// through the link would take for files the run planted in `sub`, stay where they are, and
+/// an `.envrc` planted in the real `sub` is still moved aside. (Found by an outside attack:
+/// `~/.claude` and `~/.envrc` moved aside, and a planted `.envrc` left in place.)
+#[test]
+fn a_directory_swapped_for_a_link_after_set_up_moves_nothing_outside() {
+    let f = fx();
+    let sub = f.proj.join("sub");
+    fs::create_dir_all(&sub).unwrap();
+    fs::write(f.home.join(".envrc"), "home's\n").unwrap();
+    fs::create_dir_all(f.home.join(".claude")).unwrap();
+    let g = Guard::before(&f.proj, &sub, None, None, &[f.proj.clone()], &[]);
+    assert_eq!(g.swapped, None);
+    // The run plants `.envrc` in `sub`; then `sub` is swapped for a link to the home directory.
+    fs::write(sub.join(".envrc"), "planted\n").unwrap();
+    fs::rename(&sub, f.proj.join("sub-real")).unwrap();
+    std::os::unix::fs::symlink(&f.home, &sub).unwrap();
+    let moved = g.after();
+    assert_eq!(fs::read_to_string(f.home.join(".envrc")).unwrap(), "home's\n", "the home directory's .envrc was moved: {moved:?}");
+    assert!(f.home.join(".claude").is_dir(), "the home directory's .claude was moved: {moved:?}");
+    assert!(!f.proj.join("sub-real/.envrc").exists(), "the planted .envrc stayed: {moved:?}");
+    assert!(f.proj.join(format!("sub-real/.envrc{PLANTED_SUFFIX}")).exists(), "{moved:?}");
+    assert!(moved.iter().any(|p| p.path == sub.join(".envrc")), "{moved:?}");
+    // Set up while the link stands: the run does not start.
+    let g = Guard::before(&f.proj, &sub, None, None, &[f.proj.clone()], &[]);
+    assert_eq!(g.swapped, Some(sub.clone()));
+}
+
+/// Links a run plants inside the git directory (`COMMIT_EDITMSG -> ~/.bashrc`, `logs -> ~`),
+/// and `refs/heads` replaced by a link to the home directory: each is moved aside, so the
+/// user's own git, outside the sandbox, never writes where they lead. A link that was there
+/// before the run stays. (Found by an outside attack: the user's next `git commit` overwrote
+/// `~/.bashrc`, and wrote `~/master`.)
+#[test]
+fn links_planted_in_the_git_directory_are_moved_aside() {
+    let f = fx();
+    fs::create_dir_all(f.proj.join(".git/logs/refs/heads")).unwrap();
+    std::os::unix::fs::symlink("elsewhere", f.proj.join(".git/old-link")).unwrap();
+    let g = f.guard();
+    std::os::unix::fs::symlink(f.home.join(".bashrc"), f.proj.join(".git/COMMIT_EDITMSG")).unwrap();
+    fs::remove_dir_all(f.proj.join(".git/logs")).unwrap();
+    std::os::unix::fs::symlink(&f.home, f.proj.join(".git/logs")).unwrap();
+    fs::remove_dir_all(f.proj.join(".git/refs/heads")).unwrap();
+    std::os::unix::fs::symlink(&f.home, f.proj.join(".git/refs/heads")).unwrap();
+    let moved = g.after();
+    for p in [".git/COMMIT_EDITMSG", ".git/logs", ".git/refs/heads"] {
+        assert!(moved.iter().any(|m| m.path == f.proj.join(p) && m.moved_to.is_some()), "{p} not moved aside: {moved:?}");
+        assert!(fs::symlink_metadata(f.proj.join(p)).is_err(), "{p} still there");
+    }
+    assert!(fs::symlink_metadata(f.proj.join(".git/old-link")).is_ok(), "a link from before the run was moved: {moved:?}");
+    assert!(f.home.join(".bashrc").exists());
+}

@@ -486,3 +486,22 @@ fs.write.allow = ["."]
     let names: Vec<&str> = pinfold_sandbox::BackendKind::ALL.iter().map(|k| k.name()).collect();
     assert_eq!(names, config::BACKENDS);
 }
+
+/// A policy loaded for another directory than the command's (its project root neither the
+/// working directory nor above it) is not planned: its project would be made writable.
+#[test]
+fn a_policy_loaded_for_elsewhere_is_not_planned() {
+    let f = fx();
+    let elsewhere = f.root.join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    let cx = Context { cwd: elsewhere.clone(), ..Context::default() };
+    match f.plan("ls", &cx) {
+        Err(e @ PlanError::ElsewhereRoot { .. }) => {
+            assert_eq!(e, PlanError::ElsewhereRoot { root: f.proj.clone(), cwd: elsewhere });
+            assert!(e.hint().contains("swapped for a link"), "{}", e.hint());
+        }
+        other => panic!("{other:?}"),
+    }
+    // The control: the same policy, for a command in the project.
+    assert!(matches!(f.plan("ls", &f.cx()).unwrap().step, Step::Run(_)));
+}

@@ -72,10 +72,11 @@ fn start(flags: &[&str], rootless: bool) -> Engine {
     Engine { socket, host, rootless, _dir: dir }
 }
 
-/// The engine with its default runtime (runc).
+/// Root's engine, running containers with runc (named: where Debian's crun is installed too,
+/// Podman would pick it, and crun refuses this machine's hybrid cgroup layout).
 pub fn engine() -> &'static Engine {
     static E: OnceLock<Engine> = OnceLock::new();
-    E.get_or_init(|| start(&[], false))
+    E.get_or_init(|| start(&["--runtime", "runc"], false))
 }
 
 /// A rootless Podman of uid 65534's (native overlay storage, runc), for the cases that run
