@@ -536,6 +536,51 @@ fn the_home_directory_is_never_reached_by_a_detour(u: User) {
     assert!(r.stdout.contains("wrote"), "{}: the control did not run\n{}", fx.label(), r.show());
 }
 
+/// A read-deny file the project lacks, which a command makes a hard link to a file it keeps
+/// (`ln leak .env`): a secret copied into `.env` later (`cp` writes into the file that is
+/// there) would be readable through `leak`. The missing path holds a placeholder for the run,
+/// so nothing can be made there; a secret file with another name (made on the host here, as
+/// a run before the fix could have) is refused, with the secret never shown; with the other
+/// name gone, the same run works and the secret stays hidden (the control).
+fn a_secret_is_never_read_through_another_name(u: User) {
+    let mut fx = Fx::new(u, "a_secret_is_never_read_through_another_name");
+    use_policy(&mut fx, "[defaults]\naction = \"allow\"\nsandbox = \"c\"\n\n[sandbox.c]\nfs.write.allow = [\".\"]\nfs.read.deny = [\".env\", \"secrets\", \"~/.ssh\"]\n");
+    let env = fx.proj.join(".env");
+    let plant = fx.sh_script(
+        "plant",
+        "echo keep > leak; ln leak .env 2>/dev/null && echo LINKED; ln -s leak .env 2>/dev/null && echo SYMLINKED; \
+         mkdir -p secrets 2>/dev/null && ln leak secrets/key 2>/dev/null && echo DIR-LINKED; echo planted",
+    );
+    let r = fx.exec(&[], &plant);
+    assert!(r.stdout.contains("planted"), "{}: the plant did not run\n{}", fx.label(), r.show());
+    assert!(!r.stdout.contains("LINKED"), "{}: a name was made where a secret is to be\n{}", fx.label(), r.show());
+    assert!(std::fs::symlink_metadata(&env).is_err(), "{}: .env exists on the host after the run", fx.label());
+    assert!(std::fs::symlink_metadata(fx.proj.join("secrets")).is_err(), "{}: secrets/ exists on the host after the run", fx.label());
+    // A secret with a second name in the project, and one in a hidden directory.
+    fx.put(&env, "TOKEN=hunter2-secret\n");
+    std::fs::hard_link(&env, fx.proj.join("leak2")).unwrap();
+    fx.own();
+    let read = fx.sh_script("read", "cat leak2 .env 2>&1; echo read");
+    let r = fx.exec(&[], &read);
+    assert!(!r.stdout.contains("hunter2") && !r.stderr.contains("hunter2"), "{}: the secret was read through its other name\n{}", fx.label(), r.show());
+    assert_eq!(r.code, Some(125), "{}: the run must be refused\n{}", fx.label(), r.show());
+    assert!(r.stderr.contains("hard links"), "{}\n{}", fx.label(), r.show());
+    std::fs::remove_file(fx.proj.join("leak2")).unwrap();
+    fx.put(&fx.proj.join("secrets/key"), "KEY=swordfish-secret\n");
+    std::fs::hard_link(fx.proj.join("secrets/key"), fx.proj.join("leak3")).unwrap();
+    fx.own();
+    let read = fx.sh_script("read3", "cat leak3 2>&1; echo read");
+    let r = fx.exec(&[], &read);
+    assert!(!r.stdout.contains("swordfish"), "{}: a file in a hidden directory was read through its other name\n{}", fx.label(), r.show());
+    assert_eq!(r.code, Some(125), "{}: the run must be refused\n{}", fx.label(), r.show());
+    // The control: with the other names gone, the run works and the secrets stay hidden.
+    std::fs::remove_file(fx.proj.join("leak3")).unwrap();
+    let read = fx.sh_script("read4", "cat .env secrets/key 2>&1; echo read");
+    let r = fx.exec(&[], &read);
+    assert!(r.stdout.contains("read"), "{}: the control did not run\n{}", fx.label(), r.show());
+    assert!(!r.stdout.contains("hunter2") && !r.stdout.contains("swordfish"), "{}: a hidden secret was read\n{}", fx.label(), r.show());
+}
+
 macro_rules! on_each_backend {
     ($($case:ident),* $(,)?) => {$(
         mod $case {
@@ -569,5 +614,6 @@ on_each_backend!(
     a_link_planted_out_of_the_project_is_no_way_in,
     a_report_is_never_written_through_what_the_command_planted,
     the_home_directory_is_never_reached_by_a_detour,
+    a_secret_is_never_read_through_another_name,
 );
 

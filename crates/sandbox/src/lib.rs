@@ -389,6 +389,11 @@ pub enum SandboxError {
     /// protection would be on the link's target while the path named a real directory.
     #[error("the protected path {} passes through the link {} in a directory the command may write; a command beside this one could swap it for a directory while this one runs. Remove the link, or name the real path in the policy", path.display(), link.display())]
     DenyThroughLink { path: PathBuf, link: PathBuf },
+    /// A read-deny file (or a file in a read-deny directory a command may write) has more
+    /// than one name: hiding one name leaves its bytes readable through the others, which a
+    /// command could have made (`ln .env leak` before the secret was written into `.env`).
+    #[error("the protected file {} has {links} names (hard links): its bytes are readable through the others, which a command may have made", path.display())]
+    HardLinkedSecret { path: PathBuf, links: u64 },
     /// A candidate for the run directory exists but is not the user's own, closed directory.
     #[error("{} is not a directory owned by uid {uid} and closed to others; remove it", path.display())]
     UnsafeRunDir { path: PathBuf, uid: u32 },
@@ -478,6 +483,9 @@ impl SandboxError {
             SandboxError::Unsupported { hint, .. } | SandboxError::Backend { hint, .. } => Some(hint),
             SandboxError::Namespaces(_) => Some(USERNS_HINT),
             SandboxError::Child { hint, .. } => *hint,
+            SandboxError::HardLinkedSecret { .. } => Some(
+                "find its other names with `find / -xdev -samefile PATH`, then remove them, or give the file a name of its own: `cp -p PATH PATH.new && mv PATH.new PATH`",
+            ),
             _ => None,
         }
     }

@@ -158,50 +158,50 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
                         write_deny.push(c);
                     }
                 }
-                Err(_) => {
-                    if std::fs::symlink_metadata(&d).is_ok_and(|m| m.file_type().is_symlink()) {
-                        return Err(SandboxError::DanglingDenyLink { path: d });
-                    }
-                    // Only paths a command could create need a placeholder.
-                    let Some((ph, is_dir)) = placeholder_for(&d, &mut memo) else { continue };
-                    let parent = ph.parent().map(Path::to_path_buf).unwrap_or_default();
-                    let Some(cp) = memo.canonicalize(&parent) else { continue };
-                    // (A directory on the way swapped for a link between the looks: the
-                    // placeholder would stand elsewhere.)
-                    if let Some(root) = policy.writable.iter().filter(|w| parent.starts_with(w)).max_by_key(|w| w.as_os_str().len())
-                        && let (Some(croot), Ok(rest)) = (memo.canonicalize(root), parent.strip_prefix(root))
-                        && !parent.components().any(|c| c == std::path::Component::ParentDir)
-                        && cp != croot.join(rest)
-                    {
-                        return Err(SandboxError::DenyThroughLink { path: d.clone(), link: parent.clone() });
-                    }
-                    if under_any(&cp, &writable) {
-                        placeholders.push((d.clone(), cp.join(ph.file_name().unwrap_or_default()), is_dir));
-                    }
-                }
+                Err(_) => placeholder(&d, policy, &writable, &mut memo, &mut placeholders)?,
             }
         }
     }
     let mut read_deny = Vec::new();
     for pattern in &policy.read_deny {
         for r in expand(pattern) {
-            match look(&r, &policy.writable, &mut memo)? {
-                Look::Here(c) => {
-                    let is_dir = std::fs::symlink_metadata(&c).is_ok_and(|m| m.is_dir());
-                    if !read_deny.iter().any(|(p, _)| *p == c) {
-                        read_deny.push((c, is_dir));
+            let c = match look(&r, &policy.writable, &mut memo)? {
+                Look::Here(c) => c,
+                Look::Missing | Look::Elsewhere => match sys::canonicalize(&r) {
+                    Ok(c) => c,
+                    // Missing where a command could create it: a placeholder for the run, as
+                    // for a write-deny path. Created by a command, it could be a hard link to
+                    // a file the command keeps reading (`ln leak .env`), and a secret copied
+                    // into `.env` later (`cp` writes into the file that is there) would be
+                    // readable in the next run through `leak`.
+                    Err(_) => {
+                        if policy.writable.iter().any(|w| r.starts_with(w)) && !placeholders.iter().any(|(n, _, _)| *n == r) {
+                            let before = placeholders.len();
+                            placeholder(&r, policy, &writable, &mut memo, &mut placeholders)?;
+                            // Covered as a read-deny path (an empty file or directory over
+                            // it), as it will be once it exists: so a second run beside this
+                            // one, or in the same kept container, is set up alike.
+                            if let Some((_, ph, is_dir)) = placeholders.get(before).filter(|_| placeholders.len() > before)
+                                && !read_deny.iter().any(|(p, _)| p == ph)
+                            {
+                                read_deny.push((ph.clone(), *is_dir));
+                            }
+                        }
+                        continue;
                     }
-                    continue;
-                }
-                Look::Missing => continue,
-                Look::Elsewhere => {}
+                },
+            };
+            if read_deny.iter().any(|(p, _)| *p == c) {
+                continue;
             }
-            if let Ok(c) = sys::canonicalize(&r) {
-                let is_dir = c.is_dir();
-                if !read_deny.iter().any(|(p, _)| *p == c) {
-                    read_deny.push((c, is_dir));
-                }
+            let is_dir = std::fs::symlink_metadata(&c).is_ok_and(|m| m.is_dir());
+            // Hiding a name leaves the bytes readable through the file's other names: a file
+            // with more than one is refused, anywhere (the names may lie anywhere on its file
+            // system), and so is one in a read-deny directory a command may write.
+            if let Some((path, links)) = hard_linked(&c, is_dir && under_any(&c, &writable)) {
+                return Err(SandboxError::HardLinkedSecret { path, links });
             }
+            read_deny.push((c, is_dir));
         }
     }
     // Every directory between a writable root and a deny path is pinned (bound over itself,
@@ -223,6 +223,56 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
         }
     }
     Ok(Resolved { writable, missing_writable, write_deny, placeholders, read_deny, pins })
+}
+
+/// A placeholder for the missing deny path `d` (write- or read-deny), when a command could
+/// create it: where it lies beneath a writable root.
+fn placeholder(d: &Path, policy: &Policy, writable: &[PathBuf], memo: &mut Memo, placeholders: &mut Vec<(PathBuf, PathBuf, bool)>) -> Result<(), SandboxError> {
+    if std::fs::symlink_metadata(d).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(SandboxError::DanglingDenyLink { path: d.to_path_buf() });
+    }
+    // Only paths a command could create need a placeholder.
+    let Some((ph, is_dir)) = placeholder_for(d, memo) else { return Ok(()) };
+    let parent = ph.parent().map(Path::to_path_buf).unwrap_or_default();
+    let Some(cp) = memo.canonicalize(&parent) else { return Ok(()) };
+    // (A directory on the way swapped for a link between the looks: the placeholder would
+    // stand elsewhere.)
+    if let Some(root) = policy.writable.iter().filter(|w| parent.starts_with(w)).max_by_key(|w| w.as_os_str().len())
+        && let (Some(croot), Ok(rest)) = (memo.canonicalize(root), parent.strip_prefix(root))
+        && !parent.components().any(|c| c == std::path::Component::ParentDir)
+        && cp != croot.join(rest)
+    {
+        return Err(SandboxError::DenyThroughLink { path: d.to_path_buf(), link: parent.clone() });
+    }
+    if under_any(&cp, writable) {
+        placeholders.push((d.to_path_buf(), cp.join(ph.file_name().unwrap_or_default()), is_dir));
+    }
+    Ok(())
+}
+
+/// The first file at `c` (or, with `walk`, beneath the directory `c`, no link followed) with
+/// more than one name, and how many it has.
+fn hard_linked(c: &Path, walk: bool) -> Option<(PathBuf, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(c).ok()?;
+    if m.is_file() && m.nlink() > 1 {
+        return Some((c.to_path_buf(), m.nlink()));
+    }
+    if !(walk && m.is_dir()) {
+        return None;
+    }
+    let mut stack = vec![c.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let Ok(m) = e.metadata() else { continue };
+            if m.is_dir() {
+                stack.push(e.path());
+            } else if m.is_file() && m.nlink() > 1 {
+                return Some((e.path(), m.nlink()));
+            }
+        }
+    }
+    None
 }
 
 /// The placeholder for a missing deny path: the path itself (an empty file) when its parent
@@ -608,7 +658,9 @@ pub(crate) fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
             continue;
         }
         held.hold(ph, *is_dir)?;
-        r.write_deny.push(ph.clone());
+        if !r.read_deny.iter().any(|(p, _)| p == ph) {
+            r.write_deny.push(ph.clone());
+        }
     }
     for d in r.write_deny.clone() {
         if held.0.iter().any(|h| h.path == d) {
@@ -620,6 +672,18 @@ pub(crate) fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
             // Gone since it was resolved: another run's placeholder, removed as that run
             // ended. This run makes (and holds) its own, so the path stays protected and the
             // mount on it has something to bind.
+            held.hold(&d, false)?;
+        }
+    }
+    // Read-deny paths beneath a writable root alike: an empty one may be another run's
+    // placeholder (or a kept container's), which must outlive this run.
+    for (d, _) in r.read_deny.clone() {
+        if held.0.iter().any(|h| h.path == d) || !under_any(&d, &r.writable) {
+            continue;
+        }
+        if let Some(is_dir) = empty_file_or_dir(&d) {
+            held.hold(&d, is_dir)?;
+        } else if std::fs::symlink_metadata(&d).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
             held.hold(&d, false)?;
         }
     }
