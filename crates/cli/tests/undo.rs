@@ -459,3 +459,43 @@ except OSError as e:
     assert!(r.stdout.contains("refused File name too long"), "{}: a change beyond PATH_MAX is refused\n{}", fx.label(), r.show());
     assert!(fx.proj.join("src/a.rs").exists(), "{}", fx.label());
 }
+
+/// A run on a backend that keeps no record of changes (gVisor, a container) holds the
+/// project's undo store busy all the same: an undo of an earlier run refuses while it runs,
+/// rather than putting files back under a command writing them, and works once it ends.
+fn an_undo_waits_out_a_run_on_another_backend(u: User) {
+    let mut fx = Fx::new(u, "undo_waits_out_another_backend");
+    populate(&fx);
+    // The recorded run, on the process backend.
+    let backend = fx.backend.take().expect("on a backend");
+    let r = fx.exec(&[], &["rm src/a.rs".to_string()]);
+    assert_eq!(r.code, Some(0), "{}: the recorded run\n{}", fx.label(), r.show());
+    fx.backend = Some(backend);
+    let argv = fx.exec_argv(&[], &["echo started; sleep 3; echo later > later.txt".to_string()]);
+    let mut child = fx.cmd(&argv).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn pinfold exec");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "started", "{}: the {backend} run did not start", fx.label());
+    let busy = pinfold(&fx, &["undo"]);
+    assert_eq!(busy.code, Some(2), "{}: undo refuses while a {backend} run goes on\n{}", fx.label(), busy.show());
+    assert!(busy.stderr.contains("running"), "{}", busy.show());
+    assert!(!fx.proj.join("src/a.rs").exists(), "{}: the refused undo changed the project", fx.label());
+    assert!(child.wait().unwrap().success(), "{}: the {backend} run failed", fx.label());
+    assert!(fx.proj.join("later.txt").exists(), "{}: the {backend} run did not write", fx.label());
+    // The control: the same undo once the run has ended.
+    let un = pinfold(&fx, &["undo"]);
+    assert_eq!(un.code, Some(0), "{}", un.show());
+    assert!(fx.proj.join("src/a.rs").exists(), "{}: the undo did not put src/a.rs back", fx.label());
+}
+
+mod an_undo_waits_out_a_run_on_another_backend {
+    use super::*;
+    #[test]
+    fn gvisor_root() { on_backend("gvisor", || super::an_undo_waits_out_a_run_on_another_backend(User::Root)) }
+    #[test]
+    fn gvisor_nobody() { on_backend("gvisor", || super::an_undo_waits_out_a_run_on_another_backend(User::Nobody)) }
+    #[test]
+    fn container_root() { on_backend("container", || super::an_undo_waits_out_a_run_on_another_backend(User::Root)) }
+    #[test]
+    fn container_nobody() { on_backend("container", || super::an_undo_waits_out_a_run_on_another_backend(User::Nobody)) }
+}

@@ -109,6 +109,10 @@ pub struct Sandbox {
     /// Where the run's changes to the project are kept for `pinfold undo`: the project is a
     /// git repository the sandbox may write. `None`: no undo for this run.
     pub undo: Option<pinfold_undo::Store>,
+    /// The project's undo store when the backend keeps no record of changes (gVisor, a
+    /// container): the run holds it busy all the same, so that an undo does not put files
+    /// back under a command writing them (it waits for an undo under way to end).
+    pub busy: Option<pinfold_undo::Store>,
 }
 
 /// A command to run, and all it needs.
@@ -376,10 +380,12 @@ pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> R
         pids: preset.container.pids,
         keep: cx.keep_container.clone(),
     };
-    if !backend.records_changes() {
-        undo = None;
+    let busy = if backend.records_changes() {
+        None
+    } else {
         sp.watch.clear();
-    }
+        undo.take()
+    };
     record["sandbox"] = serde_json::json!({"preset": preset.name, "backend": backend, "network": sp.network, "writable": sp.writable, "undo": undo.is_some()});
     if backend == BackendKind::Container {
         record["sandbox"]["container"] = serde_json::to_value(&sp.container).unwrap_or_default();
@@ -391,7 +397,7 @@ pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> R
     if sp.network == Network::Proxy {
         record["sandbox"]["hosts"] = preset.network_hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>().into();
     }
-    let sandbox = Sandbox { preset, policy: sp, guard, control, undo };
+    let sandbox = Sandbox { preset, policy: sp, guard, control, undo, busy };
     if cx.dry_run {
         record["dry_run"] = true.into();
         return Ok(Plan { text, judgement, hook_approved, step: Step::Show { record, argv, sandbox: Box::new(sandbox) } });

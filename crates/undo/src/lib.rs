@@ -210,6 +210,13 @@ impl Store {
         Ok(f)
     }
 
+    /// Hold the store busy, as a run's journal does, for a run that keeps no journal (a
+    /// backend that records no changes): an undo refuses while the returned file is open.
+    /// Waits for an undo under way to end.
+    pub fn hold(&self) -> Result<File, Error> {
+        self.lock(false)
+    }
+
     /// The journal of a run about to start: `command` run in `cwd`. Holds the store's lock
     /// shared until it is finished (an undo refuses meanwhile). Nothing is written until the
     /// first change.
