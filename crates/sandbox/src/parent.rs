@@ -77,7 +77,8 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
     let mut missing_writable = Vec::new();
     let moved = |path: &Path, why: String| SandboxError::Setup { step: Step::WorkingDir(path.to_path_buf()), source: std::io::Error::other(why) };
     for w in &policy.writable {
-        match sys::canonicalize(w) {
+        let found = memo.canonicalize(w);
+        match found.ok_or(()) {
             Ok(c) => {
                 // A root that holds the working directory is taken only as named (the caller
                 // named it without links): a link there now is a directory swapped for one
@@ -95,7 +96,7 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
                 // to an earlier run.
                 let cwd = std::iter::once(&policy.cwd).filter(|d| d.is_absolute());
                 for o in policy.writable.iter().filter(|o| *o != w && w.starts_with(o)).chain(cwd.filter(|d| *d != w && w.starts_with(d))) {
-                    if let (Ok(oc), Ok(rest)) = (sys::canonicalize(o), w.strip_prefix(o)) {
+                    if let (Some(oc), Ok(rest)) = (memo.canonicalize(o), w.strip_prefix(o)) {
                         if c != oc.join(rest) {
                             return Err(SandboxError::Setup {
                                 step: Step::WorkingDir(w.clone()),
