@@ -59,6 +59,29 @@ fn a_writable_root_beneath_the_project_made_a_link_is_not_followed(u: User) {
     assert!(r.stderr.contains("leads through a link"), "{}\n{}", fx.label(), r.show());
 }
 
+/// A script that exchanges `a` and `b` (`renameat2(RENAME_EXCHANGE)`) again and again, for
+/// at most 240 s or until `stop` appears in the base: each pair of exchanges puts them back,
+/// and `waits` are the pauses after the first (the link in place) and the second.
+fn swapper(fx: &Fx, name: &str, a: &std::path::Path, b: &std::path::Path, waits: (f64, f64)) -> Vec<String> {
+    fx.py_script(
+        name,
+        &format!(
+            "import ctypes, os, time\n\
+             libc = ctypes.CDLL(None, use_errno=True)\n\
+             a, b = b{a:?}, b{b:?}\n\
+             end = time.time() + 240\n\
+             while time.time() < end and not os.path.exists({stop:?}):\n\
+             \x20   libc.renameat2(-100, a, -100, b, 2); time.sleep({w1})\n\
+             \x20   libc.renameat2(-100, a, -100, b, 2); time.sleep({w2})\n",
+            a = Fx::s(a),
+            b = Fx::s(b),
+            stop = Fx::s(&fx.base.join("stop")),
+            w1 = waits.0,
+            w2 = waits.1,
+        ),
+    )
+}
+
 /// A unix socket at `sock` open to every user, counting in `seen` the connections it gets.
 fn counting_listener(sock: &std::path::Path, seen: &Arc<AtomicUsize>) {
     let listener = std::os::unix::net::UnixListener::bind(sock).expect("bind the socket");
@@ -157,21 +180,7 @@ fn a_project_swapped_for_a_link_never_becomes_writable(u: User) {
     fx.own();
     // The swapper runs on the host as the case's user: the exchange needs no sandbox to be
     // possible, only a directory the attacker may write (here, the arena).
-    let swapper = fx.py_script(
-        "swap",
-        &format!(
-            "import ctypes, os, time\n\
-             libc = ctypes.CDLL(None, use_errno=True)\n\
-             a, b = b{a:?}, b{b:?}\n\
-             end = time.time() + 240\n\
-             while time.time() < end and not os.path.exists({stop:?}):\n\
-             \x20   libc.renameat2(-100, a, -100, b, 2); time.sleep(0.003)\n\
-             \x20   libc.renameat2(-100, a, -100, b, 2); time.sleep(0.03)\n",
-            a = Fx::s(&p),
-            b = Fx::s(&arena.join("l")),
-            stop = Fx::s(&fx.base.join("stop")),
-        ),
-    );
+    let swapper = swapper(&fx, "swap", &p, &arena.join("l"), (0.003, 0.03));
     // The victim: a shell that is in the project before the swapping starts (as an agent's
     // shell is), running pinfold there again and again.
     let go = fx.base.join("go");
@@ -221,21 +230,7 @@ fn a_deny_paths_directory_swapped_for_a_link_leaves_it_protected(u: User) {
     std::os::unix::fs::symlink(&elsewhere, fx.proj.join("evil")).expect("symlink");
     use_policy(&mut fx, "[defaults]\naction = \"allow\"\nsandbox = \"c\"\n\n[sandbox.c]\nfs.write.allow = [\".\"]\nfs.write.deny = [\"a/b/w.txt\"]\nfs.read.deny = [\"a/b/s.txt\"]\n");
     let victim = fx.sh_script("victim", "(echo V >> a/b/w.txt) 2>/dev/null; cat a/b/s.txt 2>/dev/null; echo ran");
-    let swapper = fx.py_script(
-        "swapdeny",
-        &format!(
-            "import ctypes, os, time\n\
-             libc = ctypes.CDLL(None, use_errno=True)\n\
-             a, b = b{a:?}, b{b:?}\n\
-             end = time.time() + 240\n\
-             while time.time() < end and not os.path.exists({stop:?}):\n\
-             \x20   libc.renameat2(-100, a, -100, b, 2); time.sleep(0.002)\n\
-             \x20   libc.renameat2(-100, a, -100, b, 2); time.sleep(0.01)\n",
-            a = Fx::s(&fx.proj.join("a")),
-            b = Fx::s(&fx.proj.join("evil")),
-            stop = Fx::s(&fx.base.join("stop")),
-        ),
-    );
+    let swapper = swapper(&fx, "swapdeny", &fx.proj.join("a"), &fx.proj.join("evil"), (0.002, 0.01));
     let mut attacker = fx.cmd(&swapper).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().expect("start the swapper");
     let (mut started, mut out) = (0, String::new());
     for _ in 0..40 {
