@@ -29,6 +29,7 @@ both_users!(
     an_undo_never_leaves_a_control_file_a_command_made,
     changes_through_proc_and_dev_fd_are_recorded,
     a_path_too_long_to_resolve_is_refused,
+    a_run_in_a_nested_repository_holds_the_outer_undo,
 );
 // Mounting a small file system to fill needs root; the outcome does not depend on the user.
 only_user!(root: a_full_disk_fails_the_change_and_keeps_the_file);
@@ -458,6 +459,48 @@ except OSError as e:
     let r = fx.exec(&[], &script);
     assert!(r.stdout.contains("refused File name too long"), "{}: a change beyond PATH_MAX is refused\n{}", fx.label(), r.show());
     assert!(fx.proj.join("src/a.rs").exists(), "{}", fx.label());
+}
+
+/// A run in a repository nested in the project (`git init sub`, which a command may do) holds
+/// the project's undo store busy too: an undo or redo of the project, whose tree holds `sub`,
+/// refuses while it runs (found by an outside attack: a redo raced the run and reported
+/// success while paths it should have put back were moved away), and works once it ends.
+fn a_run_in_a_nested_repository_holds_the_outer_undo(u: User) {
+    let mut fx = Fx::new(u, "nested_repository_holds_the_outer_undo");
+    populate(&fx);
+    // The policy from outside the project, so that the nested repository is the nested run's
+    // project (and has an undo store of its own).
+    let outside = fx.base.join("outside.toml");
+    let inside = fx.config.clone().expect("a policy");
+    std::fs::copy(&inside, &outside).unwrap();
+    if inside.starts_with(&fx.proj) {
+        std::fs::remove_file(&inside).unwrap();
+    }
+    fx.config = Some(outside);
+    fx.own();
+    let r = fx.exec(&[], &["rm src/deep/b.rs".to_string()]);
+    assert_eq!(r.code, Some(0), "{}: the recorded run\n{}", fx.label(), r.show());
+    let r = fx.exec(&[], &["git init -q src".to_string()]);
+    assert_eq!(r.code, Some(0), "{}: git init src\n{}", fx.label(), r.show());
+    let outer = fx.cwd.clone();
+    fx.cwd = fx.proj.join("src");
+    let argv = fx.exec_argv(&[], &["echo started; sleep 3; echo later > later.txt".to_string()]);
+    let mut child = fx.cmd(&argv).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn pinfold exec");
+    fx.cwd = outer;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "started", "{}: the nested run did not start", fx.label());
+    let busy = pinfold(&fx, &["undo"]);
+    assert_eq!(busy.code, Some(2), "{}: the outer undo refuses while a nested run goes on\n{}", fx.label(), busy.show());
+    assert!(busy.stderr.contains("running"), "{}", busy.show());
+    assert!(!fx.proj.join("src/deep/b.rs").exists(), "{}: the refused undo changed the project", fx.label());
+    assert!(child.wait().unwrap().success(), "{}: the nested run failed", fx.label());
+    assert!(fx.proj.join("src/later.txt").exists(), "{}: the nested run did not write", fx.label());
+    // The control: once the run has ended, the outer undo works (`git init` changed nothing
+    // undo keeps, so the last record is the `rm`).
+    let un = pinfold(&fx, &["undo"]);
+    assert_eq!(un.code, Some(0), "{}", un.show());
+    assert!(fx.proj.join("src/deep/b.rs").exists(), "{}: the undo did not put src/deep/b.rs back\n{}", fx.label(), un.show());
 }
 
 /// A run on a backend that keeps no record of changes (gVisor, a container) holds the

@@ -109,10 +109,12 @@ pub struct Sandbox {
     /// Where the run's changes to the project are kept for `pinfold undo`: the project is a
     /// git repository the sandbox may write. `None`: no undo for this run.
     pub undo: Option<pinfold_undo::Store>,
-    /// The project's undo store when the backend keeps no record of changes (gVisor, a
-    /// container): the run holds it busy all the same, so that an undo does not put files
-    /// back under a command writing them (it waits for an undo under way to end).
-    pub busy: Option<pinfold_undo::Store>,
+    /// Undo stores the run holds busy without keeping a record in them, so that an undo does
+    /// not put files back under a command writing them (the run waits for an undo under way
+    /// to end): the project's own when the backend keeps no record of changes (gVisor, a
+    /// container), and every other store whose tree overlaps a writable root (a repository
+    /// nested in the project, or the one around it).
+    pub busy: Vec<pinfold_undo::Store>,
 }
 
 /// A command to run, and all it needs.
@@ -380,12 +382,19 @@ pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> R
         pids: preset.container.pids,
         keep: cx.keep_container.clone(),
     };
-    let busy = if backend.records_changes() {
-        None
+    let mut busy: Vec<pinfold_undo::Store> = match dirs.state.as_deref() {
+        Some(state) if config.undo_enabled => pinfold_undo::Store::overlapping(state, &sp.writable),
+        _ => Vec::new(),
+    };
+    if backend.records_changes() {
+        busy.retain(|s| undo.as_ref().is_none_or(|u| u.dir != s.dir));
     } else {
         sp.watch.clear();
-        undo.take()
-    };
+        if let Some(u) = undo.take() {
+            busy.retain(|s| s.dir != u.dir);
+            busy.push(u);
+        }
+    }
     record["sandbox"] = serde_json::json!({"preset": preset.name, "backend": backend, "network": sp.network, "writable": sp.writable, "undo": undo.is_some()});
     if backend == BackendKind::Container {
         record["sandbox"]["container"] = serde_json::to_value(&sp.container).unwrap_or_default();

@@ -48,10 +48,7 @@ pub fn run(run: Run, recorder: Recorder, pre: Option<Prestart>, dirs: &Dirs) -> 
         Some(store) => Some(store.prepare().and_then(|()| store.begin(&text, &sp.cwd)).map_err(undo_error)?),
         None => None,
     };
-    let _busy = match &sandbox.busy {
-        Some(store) => Some(store.hold().map_err(undo_error)?),
-        None => None,
-    };
+    let _busy = sandbox.busy.iter().map(pinfold_undo::Store::hold).collect::<Result<Vec<_>, _>>().map_err(undo_error)?;
     // The egress proxy, when the network goes through it: started (and its secrets read)
     // before the run, serving the listener the sandbox makes inside its namespace as soon as
     // it arrives.

@@ -210,6 +210,29 @@ impl Store {
         Ok(f)
     }
 
+    /// The stores kept in `state` whose working tree overlaps one of `roots` (lies beneath
+    /// it, or holds it): an undo of any of them would put back files a run writing `roots`
+    /// could be writing (a repository nested in the project, `git init sub`, has a store of its
+    /// own; so has the one around it). Read from each store's `root` file; stores whose tree
+    /// is gone are left out.
+    pub fn overlapping(state: &Path, roots: &[PathBuf]) -> Vec<Store> {
+        let Ok(rd) = std::fs::read_dir(state.join(STORE_NAME)) else { return Vec::new() };
+        let mut out = Vec::new();
+        for e in rd.flatten() {
+            let Ok(bytes) = std::fs::read(e.path().join("root")) else { continue };
+            let root = PathBuf::from(std::ffi::OsStr::from_bytes(&bytes));
+            if !roots.iter().any(|r| root.starts_with(r) || r.starts_with(&root)) {
+                continue;
+            }
+            if let Ok(s) = Store::locate(&root, Some(state))
+                && s.dir == e.path()
+            {
+                out.push(s);
+            }
+        }
+        out
+    }
+
     /// Hold the store busy, as a run's journal does, for a run that keeps no journal (a
     /// backend that records no changes): an undo refuses while the returned file is open.
     /// Waits for an undo under way to end.
