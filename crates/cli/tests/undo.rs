@@ -482,25 +482,34 @@ fn a_run_in_a_nested_repository_holds_the_outer_undo(u: User) {
     assert_eq!(r.code, Some(0), "{}: the recorded run\n{}", fx.label(), r.show());
     let r = fx.exec(&[], &["git init -q src".to_string()]);
     assert_eq!(r.code, Some(0), "{}: git init src\n{}", fx.label(), r.show());
+    // Once the run has ended, the outer undo works (`git init` changed nothing undo keeps,
+    // so the last record is the `rm`).
+    let (src, removed) = (fx.proj.join("src"), fx.proj.join("src/deep/b.rs"));
+    undo_refused_while_a_run_goes_on(&mut fx, &src, &removed, "nested run");
+}
+
+/// While `pinfold exec` runs in `dir` (started, then three seconds, then it writes
+/// `later.txt`), an undo in the project refuses and changes nothing (`removed` stays gone);
+/// once the run has ended, the same undo puts `removed` back (the control). `what` names the
+/// run in messages.
+fn undo_refused_while_a_run_goes_on(fx: &mut Fx, dir: &Path, removed: &Path, what: &str) {
     let outer = fx.cwd.clone();
-    fx.cwd = fx.proj.join("src");
+    fx.cwd = dir.to_path_buf();
     let argv = fx.exec_argv(&[], &["echo started; sleep 3; echo later > later.txt".to_string()]);
     let mut child = fx.cmd(&argv).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn pinfold exec");
     fx.cwd = outer;
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "started", "{}: the nested run did not start", fx.label());
-    let busy = pinfold(&fx, &["undo"]);
-    assert_eq!(busy.code, Some(2), "{}: the outer undo refuses while a nested run goes on\n{}", fx.label(), busy.show());
+    assert_eq!(line.trim(), "started", "{}: the {what} did not start", fx.label());
+    let busy = pinfold(fx, &["undo"]);
+    assert_eq!(busy.code, Some(2), "{}: undo refuses while the {what} goes on\n{}", fx.label(), busy.show());
     assert!(busy.stderr.contains("running"), "{}", busy.show());
-    assert!(!fx.proj.join("src/deep/b.rs").exists(), "{}: the refused undo changed the project", fx.label());
-    assert!(child.wait().unwrap().success(), "{}: the nested run failed", fx.label());
-    assert!(fx.proj.join("src/later.txt").exists(), "{}: the nested run did not write", fx.label());
-    // The control: once the run has ended, the outer undo works (`git init` changed nothing
-    // undo keeps, so the last record is the `rm`).
-    let un = pinfold(&fx, &["undo"]);
+    assert!(!removed.exists(), "{}: the refused undo changed the project", fx.label());
+    assert!(child.wait().unwrap().success(), "{}: the {what} failed", fx.label());
+    assert!(dir.join("later.txt").exists(), "{}: the {what} did not write", fx.label());
+    let un = pinfold(fx, &["undo"]);
     assert_eq!(un.code, Some(0), "{}", un.show());
-    assert!(fx.proj.join("src/deep/b.rs").exists(), "{}: the undo did not put src/deep/b.rs back\n{}", fx.label(), un.show());
+    assert!(removed.exists(), "{}: the undo did not put {} back\n{}", fx.label(), removed.display(), un.show());
 }
 
 /// A run on a backend that keeps no record of changes (gVisor, a container) holds the
@@ -514,21 +523,8 @@ fn an_undo_waits_out_a_run_on_another_backend(u: User) {
     let r = fx.exec(&[], &["rm src/a.rs".to_string()]);
     assert_eq!(r.code, Some(0), "{}: the recorded run\n{}", fx.label(), r.show());
     fx.backend = Some(backend);
-    let argv = fx.exec_argv(&[], &["echo started; sleep 3; echo later > later.txt".to_string()]);
-    let mut child = fx.cmd(&argv).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn pinfold exec");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "started", "{}: the {backend} run did not start", fx.label());
-    let busy = pinfold(&fx, &["undo"]);
-    assert_eq!(busy.code, Some(2), "{}: undo refuses while a {backend} run goes on\n{}", fx.label(), busy.show());
-    assert!(busy.stderr.contains("running"), "{}", busy.show());
-    assert!(!fx.proj.join("src/a.rs").exists(), "{}: the refused undo changed the project", fx.label());
-    assert!(child.wait().unwrap().success(), "{}: the {backend} run failed", fx.label());
-    assert!(fx.proj.join("later.txt").exists(), "{}: the {backend} run did not write", fx.label());
-    // The control: the same undo once the run has ended.
-    let un = pinfold(&fx, &["undo"]);
-    assert_eq!(un.code, Some(0), "{}", un.show());
-    assert!(fx.proj.join("src/a.rs").exists(), "{}: the undo did not put src/a.rs back", fx.label());
+    let (proj, removed) = (fx.proj.clone(), fx.proj.join("src/a.rs"));
+    undo_refused_while_a_run_goes_on(&mut fx, &proj, &removed, &format!("{backend} run"));
 }
 
 mod an_undo_waits_out_a_run_on_another_backend {
