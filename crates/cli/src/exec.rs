@@ -243,6 +243,11 @@ fn finish(f: Finished, report: Option<ReportFile>) -> Result<i32, Error> {
         let mut e = Error::new(format!("the command created {} control file(s): programs outside the sandbox would run or obey them", f.planted.len()))
             .kind(pinfold_plan::Kind::Planted)
             .hint("a control file is written by a person, or by a command the user's own configuration lets write it (docs/design/threat-model.md)");
+        // Why the run ended, when it did not end by itself (a protected path the host
+        // changed stops it: the changed control file is then among those moved aside).
+        if let Err(stop) = &f.result {
+            e = e.cause(format!("the run: {stop}"));
+        }
         for p in &f.planted {
             e = e.cause(match &p.moved_to {
                 Some(to) => format!("{}: {}; moved to {}", p.path.display(), p.family.why(), to.display()),

@@ -576,6 +576,109 @@ fn a_secret_is_never_read_through_another_name(u: User) {
     assert!(!r.stdout.contains("hunter2") && !r.stdout.contains("swordfish"), "{}: a hidden secret was read\n{}", fx.label(), r.show());
 }
 
+/// Run `script` in the sandbox while, once it has made `ready` in the project, `change` runs
+/// on the host as the case's user (the user's own edit); `changed` is made in the project a
+/// moment after the change. The sandbox's run.
+fn run_while_the_host_changes(fx: &Fx, script: &[String], change: &str) -> crate::support::Run {
+    let (ready, changed) = (fx.proj.join("ready"), fx.proj.join("changed"));
+    let _ = std::fs::remove_file(&ready);
+    let _ = std::fs::remove_file(&changed);
+    std::thread::scope(|s| {
+        let host = s.spawn(|| {
+            let end = std::time::Instant::now() + std::time::Duration::from_secs(120);
+            while !ready.exists() && std::time::Instant::now() < end {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let argv: Vec<String> = vec!["bash".into(), "-c".into(), format!("{change} && sleep 0.3 && touch changed")];
+            let r = run_cmd(fx.cmd(&argv), change.into(), None, TIMEOUT);
+            assert_eq!(r.code, Some(0), "{}: the host's change failed\n{}", fx.label(), r.show());
+        });
+        let r = fx.exec(&[], script);
+        host.join().expect("the host's change");
+        r
+    })
+}
+
+/// A protected path the user changes on the host while a command runs: the kernel detaches
+/// a mount on a directory entry the host renames over or removes, in every other mount
+/// namespace, so the sandbox's cover would be gone for the rest of the run (found: a secret
+/// the user saved with `sed -i` read by the command still running; `.git/config` rewritten
+/// by the user's `git config` then written by the command, its `core.fsmonitor` run by the
+/// user's next `git status`; `~/.aws` made during the run read). The run is stopped (125)
+/// before the command, told of the change a moment later, reads or writes anything; a run
+/// that is not stopped ends 0 and shows what it got. (A command that happens to look within
+/// the moment between the change and the stop can still reach the new file: see
+/// docs/design/threat-model.md.)
+fn a_protected_path_the_host_changes_stops_the_run(u: User) {
+    let mut fx = Fx::new(u, "a_protected_path_the_host_changes_stops_the_run");
+    use_policy(
+        &mut fx,
+        "[defaults]\naction = \"allow\"\nsandbox = \"c\"\n\n[sandbox.c]\nfs.write.allow = [\".\"]\nfs.write.deny = [\".git/config\", \".git/hooks\"]\nfs.read.deny = [\".env\", \"secrets\", \"~/.ssh\", \"~/.netrc\"]\n\n[undo]\nenabled = false\n",
+    );
+    fx.put(&fx.proj.join(".env"), "TOKEN=old-secret\n");
+    fx.put(&fx.proj.join("secrets/k"), "KEY=old-key\n");
+    fx.own();
+    let mark = fx.out.join("fsmonitor-ran");
+    fx.put(&fx.out.join("evil.sh"), &format!("#!/bin/sh\necho ran >> {}\n", Fx::s(&mark)));
+    std::fs::set_permissions(fx.out.join("evil.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    fx.own();
+    let watch = fx.sh_script(
+        "watch",
+        &format!(
+            "cat .env secrets/k {netrc} >/dev/null 2>&1; touch ready\n\
+             for i in $(seq 1 2000); do [ -e changed ] && break; sleep 0.01; done\n\
+             for f in .env secrets/k {netrc}; do v=$(cat $f 2>/dev/null) && [ -n \"$v\" ] && echo \"GOT $f: $v\"; done\n\
+             printf '[core]\\n\\tfsmonitor = {evil}\\n' >> .git/config 2>/dev/null && echo WROTE-CONFIG\n\
+             echo looked",
+            netrc = Fx::s(&fx.home.join(".netrc")),
+            evil = Fx::s(&fx.out.join("evil.sh")),
+        ),
+    );
+    let stopped = |r: &crate::support::Run, what: &str| {
+        assert!(!r.stdout.contains("new-"), "{}: {what}: the command read what the host wrote\n{}", fx.label(), r.show());
+        assert!(!r.stdout.contains("WROTE-CONFIG"), "{}: {what}: the command wrote .git/config\n{}", fx.label(), r.show());
+        assert_eq!(r.code, Some(125), "{}: {what}: the run must be stopped\n{}", fx.label(), r.show());
+        assert!(r.stderr.contains("on the host while the command ran"), "{}: {what}\n{}", fx.label(), r.show());
+        let config = std::fs::read_to_string(fx.proj.join(".git/config")).unwrap_or_default();
+        assert!(!config.contains("fsmonitor"), "{}: {what}: .git/config holds the command's line:\n{config}", fx.label());
+    };
+    // A secret saved the way editors and `sed -i` save: a new file renamed over it.
+    let r = run_while_the_host_changes(&fx, &watch, "printf 'TOKEN=new-secret\\n' > .env.new && mv .env.new .env");
+    stopped(&r, "a read-deny file replaced");
+    // A read-deny directory replaced.
+    let r = run_while_the_host_changes(&fx, &watch, "mkdir secrets.new && printf 'KEY=new-key\\n' > secrets.new/k && mv secrets secrets.old && mv secrets.new secrets");
+    stopped(&r, "a read-deny directory replaced");
+    // A write-deny control file rewritten by git (a lock file renamed over it); then the
+    // user's next git command, which would run a planted fsmonitor.
+    let r = run_while_the_host_changes(&fx, &watch, "git config user.name user-edit");
+    stopped(&r, "a write-deny file replaced");
+    let _ = fx.control(&["git".into(), "-c".into(), "safe.directory=*".into(), "status".into()]);
+    assert!(!mark.exists(), "{}: the command's fsmonitor ran on the host", fx.label());
+    // A read-deny path outside the writable roots, missing at the start, made by the user.
+    let r = run_while_the_host_changes(&fx, &watch, &format!("printf 'machine x password new-netrc\\n' > {}", Fx::s(&fx.home.join(".netrc"))));
+    stopped(&r, "a missing read-deny path made");
+    // A second name of the control file, as a command could have made it in the moment
+    // before a stop (found: `ln .git/config .git/x` once the cover was gone, then written
+    // through `x` for good): every later run is refused until it is gone.
+    let config = fx.proj.join(".git/config");
+    if !config.exists() {
+        // (Moved aside by the control-file check as the run was stopped.)
+        std::fs::rename(fx.proj.join(".git/config.pinfold-planted"), &config).unwrap();
+    }
+    std::fs::hard_link(&config, fx.proj.join(".git/x")).unwrap();
+    let r = fx.exec(&[], &["true".into()]);
+    assert_eq!(r.code, Some(125), "{}: a control file with a second name must be refused\n{}", fx.label(), r.show());
+    assert!(r.stderr.contains("hard links"), "{}\n{}", fx.label(), r.show());
+    std::fs::remove_file(fx.proj.join(".git/x")).unwrap();
+    // The control: with nothing changed on the host, the same command runs to its end.
+    let _ = std::fs::remove_file(fx.home.join(".netrc"));
+    let quick = fx.sh_script("quick", "cat .env secrets/k 2>&1 | grep -c old; touch ready; echo looked");
+    let r = fx.exec(&[], &quick);
+    assert_eq!(r.code, Some(0), "{}: the control did not run\n{}", fx.label(), r.show());
+    assert!(r.stdout.contains("looked") && !r.stdout.contains("old-secret"), "{}: the control\n{}", fx.label(), r.show());
+}
+
 macro_rules! on_each_backend {
     ($($case:ident),* $(,)?) => {$(
         mod $case {
@@ -610,5 +713,6 @@ on_each_backend!(
     a_report_is_never_written_through_what_the_command_planted,
     the_home_directory_is_never_reached_by_a_detour,
     a_secret_is_never_read_through_another_name,
+    a_protected_path_the_host_changes_stops_the_run,
 );
 

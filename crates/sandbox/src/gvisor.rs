@@ -172,7 +172,7 @@ impl Backend for Gvisor {
         if let Some(copy) = std::env::var_os(BUNDLE_COPY_ENV) {
             let _ = std::fs::write(copy, serde_json::to_vec_pretty(&config).unwrap_or_default());
         }
-        let result = launch(&runsc, policy, &bundle, &tree, hooks);
+        let result = launch(&runsc, policy, &bundle, &tree, hooks, &prepared.tripwire);
         let Prepared { held, mut report, .. } = prepared;
         let code = result?;
         drop(held);
@@ -341,7 +341,7 @@ fn config(policy: &Policy, p: &Prepared, program: &Path, argv: &[String], rootfs
 
 /// Start runsc (through the helper), hand the proxy listener on, pass signals, wait; the
 /// command's exit status, or why runsc could not run it.
-fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, tree: &Tree, hooks: Hooks<'_>) -> Result<i32, SandboxError> {
+fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, tree: &Tree, hooks: Hooks<'_>, wire: &crate::tripwire::Tripwire) -> Result<i32, SandboxError> {
     let Hooks { release, listener, .. } = hooks;
     let proxy = policy.network == Network::Proxy;
     let log = bundle.path.join("runsc.log");
@@ -432,17 +432,21 @@ fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, tree: &Tree, hooks: Ho
         failed = Some(String::from_utf8_lossy(&said[1..]).trim().to_string());
     }
     drop(ours);
-    // The helper passes each signal to the command (`runsc kill`).
+    // The helper passes each signal to the command (`runsc kill`). A tripped wire kills the
+    // helper: runsc and gVisor's sandbox die with it (their death signal).
     let status = wait_passing_signals(&mut child, &sigfd, |sig| {
         let _ = sys::kill(pid, sig);
-    });
+    }, Some(wire));
     let _ = sys::unblock_signals(FORWARDED);
     drop(sigfd);
     // Everything that held the pipes has ended with runsc: the relays see the end.
     for r in relays.into_iter().flatten() {
         let _ = r.join();
     }
-    let status = status.map_err(setup_err(Step::Poll))?;
+    let (status, tripped) = status.map_err(setup_err(Step::Poll))?;
+    if let Some(t) = tripped {
+        return Err(SandboxError::ProtectedChanged { path: t.path, created: t.created });
+    }
     if let Some(why) = failed {
         return Err(SandboxError::child(why));
     }
@@ -462,22 +466,41 @@ fn launch(runsc: &Path, policy: &Policy, bundle: &Bundle, tree: &Tree, hooks: Ho
     Ok(code)
 }
 
-/// Wait for `child`, handing each signal read from `sigfd` to `pass` meanwhile.
-fn wait_passing_signals(child: &mut std::process::Child, sigfd: &OwnedFd, mut pass: impl FnMut(libc::c_int)) -> std::io::Result<std::process::ExitStatus> {
-    let Ok(pidfd) = sys::pidfd_open(child.id() as libc::pid_t) else { return child.wait() };
+/// Wait for `child`, handing each signal read from `sigfd` to `pass` meanwhile; with a
+/// `wire`, `child` is killed when it trips, and the trip returned.
+fn wait_passing_signals(
+    child: &mut std::process::Child,
+    sigfd: &OwnedFd,
+    mut pass: impl FnMut(libc::c_int),
+    wire: Option<&crate::tripwire::Tripwire>,
+) -> std::io::Result<(std::process::ExitStatus, Option<crate::tripwire::Trip>)> {
+    let end = |child: &mut std::process::Child, tripped: Option<crate::tripwire::Trip>| {
+        let status = child.wait()?;
+        // A change not yet read when the command ended counts as well.
+        Ok((status, tripped.or_else(|| wire.and_then(|w| w.tripped()))))
+    };
+    let Ok(pidfd) = sys::pidfd_open(child.id() as libc::pid_t) else { return end(child, None) };
+    let mut tripped = None;
     loop {
-        let ready = match sys::poll_read(&[sigfd.as_raw_fd(), pidfd.as_raw_fd()], -1) {
+        let w = wire.filter(|w| tripped.is_none() && w.watching()).map_or(-1, |w| w.raw());
+        let ready = match sys::poll_read(&[sigfd.as_raw_fd(), pidfd.as_raw_fd(), w], -1) {
             Ok(r) => r,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => return child.wait(),
+            Err(_) => return end(child, tripped),
         };
         if ready[0]
             && let Ok(sig) = sys::read_signal(sigfd)
         {
             pass(sig);
         }
+        if ready[2] && tripped.is_none() {
+            tripped = wire.and_then(|w| w.tripped());
+            if tripped.is_some() {
+                let _ = sys::kill(child.id() as libc::pid_t, libc::SIGKILL);
+            }
+        }
         if ready[1] {
-            return child.wait();
+            return end(child, tripped);
         }
     }
 }
@@ -610,8 +633,8 @@ fn supervise(runsc: &[String]) -> i32 {
         if killer.is_err() {
             let _ = sys::kill(runsc_pid, sig);
         }
-    });
-    match status {
+    }, None);
+    match status.map(|(s, _)| s) {
         Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
         Err(_) => 2,
     }

@@ -52,6 +52,7 @@ mod probe;
 mod seccomp;
 #[allow(unsafe_code)]
 mod sys;
+mod tripwire;
 #[allow(unsafe_code)]
 mod watch;
 pub mod worker;
@@ -389,11 +390,18 @@ pub enum SandboxError {
     /// protection would be on the link's target while the path named a real directory.
     #[error("the protected path {} passes through the link {} in a directory the command may write; a command beside this one could swap it for a directory while this one runs. Remove the link, or name the real path in the policy", path.display(), link.display())]
     DenyThroughLink { path: PathBuf, link: PathBuf },
-    /// A read-deny file (or a file in a read-deny directory a command may write) has more
-    /// than one name: hiding one name leaves its bytes readable through the others, which a
-    /// command could have made (`ln .env leak` before the secret was written into `.env`).
-    #[error("the protected file {} has {links} names (hard links): its bytes are readable through the others, which a command may have made", path.display())]
+    /// A read-deny file (or a file in a read-deny directory a command may write), or a
+    /// write-deny one beneath a writable root, has more than one name: covering one name
+    /// leaves the file readable or writable through the others, which a command could have
+    /// made (`ln .env leak` before the secret was written into `.env`; `ln .git/config x`
+    /// once the user's `git config` had replaced it during a run).
+    #[error("the protected file {} has {links} names (hard links): covering this name leaves the file open through the others, which a command may have made", path.display())]
     HardLinkedSecret { path: PathBuf, links: u64 },
+    /// A protected path (or a directory on its way) was made, replaced or removed on the
+    /// host while the command ran: the sandbox's cover of it no longer held (see
+    /// `tripwire.rs`), so the run was stopped.
+    #[error("{} was {} on the host while the command ran; the sandbox's cover of it no longer held, so pinfold stopped the run", path.display(), if *created { "made or replaced" } else { "removed or renamed" })]
+    ProtectedChanged { path: PathBuf, created: bool },
     /// A candidate for the run directory exists but is not the user's own, closed directory.
     #[error("{} is not a directory owned by uid {uid} and closed to others; remove it", path.display())]
     UnsafeRunDir { path: PathBuf, uid: u32 },
@@ -483,6 +491,9 @@ impl SandboxError {
             SandboxError::Unsupported { hint, .. } | SandboxError::Backend { hint, .. } => Some(hint),
             SandboxError::Namespaces(_) => Some(USERNS_HINT),
             SandboxError::Child { hint, .. } => *hint,
+            SandboxError::ProtectedChanged { .. } => Some(
+                "run the command again once the change is done; the command could reach the new file until it was stopped, so check it if it steers programs (.git/config, a hook, a shell profile)",
+            ),
             SandboxError::HardLinkedSecret { .. } => Some(
                 "find its other names with `find / -xdev -samefile PATH`, then remove them, or give the file a name of its own: `cp -p PATH PATH.new && mv PATH.new PATH`",
             ),

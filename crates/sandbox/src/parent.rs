@@ -61,7 +61,7 @@ fn expand(p: &Path) -> Vec<PathBuf> {
 
 /// A path component against a component of a deny path: `*`, `?` and classes that end at
 /// their first `]` (see [`pinfold_glob::Classes::FirstBracket`]).
-fn glob_match(p: &str, t: &str) -> bool {
+pub(crate) fn glob_match(p: &str, t: &str) -> bool {
     pinfold_glob::is_match(p, t, pinfold_glob::Syntax::FIRST_BRACKET)
 }
 
@@ -140,6 +140,11 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
             // is named (see `look`).
             match look(&d, &policy.writable, &mut memo)? {
                 Look::Here(c) => {
+                    // Writable through another name beneath the writable root (a hook linked
+                    // to a file of the project) is writable.
+                    if let Some((path, links)) = hard_linked(&c, true) {
+                        return Err(SandboxError::HardLinkedSecret { path, links });
+                    }
                     if !write_deny.contains(&c) {
                         write_deny.push(c);
                     }
@@ -617,6 +622,8 @@ pub(crate) struct Prepared {
     pub(crate) uid: u32,
     pub(crate) gid: u32,
     pub(crate) report: SandboxReport,
+    /// Watching the way to every protected path from before anything is mounted.
+    pub(crate) tripwire: crate::tripwire::Tripwire,
 }
 
 /// The working directory as the kernel names it. The caller names an absolute one without
@@ -688,6 +695,13 @@ pub(crate) fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
             held.hold(&d, false)?;
         }
     }
+    // The tripwire, before anything is mounted: every read-deny path, every write-deny path
+    // a command could otherwise write, and the read-deny paths outside the writable roots as
+    // the policy names them (a missing one has no cover: its making must stop the run).
+    let mut guarded: Vec<PathBuf> = r.read_deny.iter().map(|(p, _)| p.clone()).collect();
+    guarded.extend(r.write_deny.iter().filter(|p| under_any(p, &r.writable)).cloned());
+    guarded.extend(policy.read_deny.iter().filter(|p| p.is_absolute() && !policy.writable.iter().any(|w| p.starts_with(w))).cloned());
+    let tripwire = crate::tripwire::Tripwire::new(&guarded)?;
     let mut set_env = policy.set_env.clone();
     if policy.private_tmp {
         set_env.push(("TMPDIR".into(), tmpdir.display().to_string()));
@@ -715,7 +729,7 @@ pub(crate) fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
     if policy.private_tmp {
         report.writable.push(tmpdir.clone());
     }
-    Ok(Prepared { resolved: r, held, cwd, run_dir, tmpdir, env, uid, gid, report })
+    Ok(Prepared { resolved: r, held, cwd, run_dir, tmpdir, env, uid, gid, report, tripwire })
 }
 
 pub(crate) fn run(
@@ -735,7 +749,7 @@ pub(crate) fn run(
             hint: "use Linux 5.13 or newer with Landlock enabled (lsm=…,landlock), or pass --allow-degraded to run without it".into(),
         });
     }
-    let Prepared { resolved: r, held, cwd, run_dir, env, uid, gid, mut report, .. } = prepare(policy)?;
+    let Prepared { resolved: r, held, cwd, run_dir, env, uid, gid, mut report, tripwire, .. } = prepare(policy)?;
     // A prestarted sandbox is used only if it was started for this very run directory.
     let pre = pre.filter(|p| p.run_dir == run_dir);
     let spec = Spec {
@@ -768,7 +782,7 @@ pub(crate) fn run(
         .chain(r.read_deny.iter().map(|(p, _)| p))
         .map(|p| sys::canonicalize(p).unwrap_or_else(|_| p.clone()))
         .collect();
-    let (code, reaper) = spawn_and_wait(&spec, &mut report, pre, hooks, (&watch, &protected))?;
+    let (code, reaper) = spawn_and_wait(&spec, &mut report, pre, hooks, (&watch, &protected), &tripwire)?;
     drop(held);
     Ok(Outcome { code, report, reaper: std::sync::Arc::new(reaper) })
 }
@@ -887,6 +901,7 @@ fn spawn_and_wait(
     pre: Option<Prestart>,
     hooks: crate::Hooks<'_>,
     (watch, protected): (&[PathBuf], &[PathBuf]),
+    tripwire: &crate::tripwire::Tripwire,
 ) -> Result<(i32, Reaper), SandboxError> {
     let crate::Hooks { release, listener, mut observer } = hooks;
     // Take forwarded signals from a signalfd while the command runs (Ctrl-C reaches us, the
@@ -924,8 +939,12 @@ fn spawn_and_wait(
     let mut listener_given = false;
     let mut watcher: Option<crate::watch::Watcher> = None;
     let reaper = Reaper::default();
+    let mut tripped = None;
     let status = loop {
-        let mut fds = vec![sigfd.as_raw_fd(), pidfd.as_raw_fd(), -1, -1];
+        let mut fds = vec![sigfd.as_raw_fd(), pidfd.as_raw_fd(), -1, -1, -1];
+        if tripped.is_none() && tripwire.watching() {
+            fds[4] = tripwire.raw();
+        }
         if rep_open {
             fds[2] = rep.as_raw_fd();
         }
@@ -937,6 +956,14 @@ fn spawn_and_wait(
         if ready[0] {
             if let Ok(sig) = sys::read_signal(&sigfd) {
                 let _ = sys::kill(pid, sig);
+            }
+        }
+        if ready[4] && tripped.is_none() {
+            tripped = tripwire.tripped();
+            if tripped.is_some() {
+                // Everything in the sandbox dies with init (or with the helper, whose death
+                // kills init).
+                let _ = sys::kill(pid, libc::SIGKILL);
             }
         }
         if ready[3] {
@@ -1003,6 +1030,10 @@ fn spawn_and_wait(
     }
     let _ = sys::unblock_signals(FORWARDED);
     drop(sigfd);
+    // A change not yet read when the command ended counts as well: the command ran with it.
+    if let Some(t) = tripped.or_else(|| tripwire.tripped()) {
+        return Err(SandboxError::ProtectedChanged { path: t.path, created: t.created });
+    }
     let code = match exited {
         Some(c) => c,
         None if libc::WIFEXITED(status) => libc::WEXITSTATUS(status),

@@ -968,3 +968,42 @@ pub fn ignore_signal(sig: libc::c_int) {
         libc::signal(sig, libc::SIG_IGN);
     }
 }
+
+/// A non-blocking, close-on-exec inotify instance.
+pub fn inotify_init() -> io::Result<OwnedFd> {
+    // SAFETY: flags only; the result is checked.
+    let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just made, owned by the caller alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Watch `path` for `mask` on the inotify instance `fd`: the watch descriptor.
+pub fn inotify_add_watch(fd: &OwnedFd, path: &Path, mask: u32) -> io::Result<i32> {
+    let c = CString::new(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str())).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: a valid descriptor and a NUL-terminated path.
+    let wd = unsafe { libc::inotify_add_watch(fd.as_raw_fd(), c.as_ptr(), mask) };
+    if wd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(wd)
+}
+
+/// `read(2)` into `buf` (for descriptors std has no reader for).
+pub fn read_fd(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: reading into a buffer of its length.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// `fd` registered with the current tokio runtime for reading, for as long as it is borrowed.
+pub fn async_reader(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<tokio::io::unix::AsyncFd<std::os::fd::BorrowedFd<'_>>> {
+    // SAFETY: the registration holds the borrow, so the descriptor stays open (and the same
+    // file) until it is dropped.
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }.map_err(io::Error::from)
+}

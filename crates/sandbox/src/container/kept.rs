@@ -363,7 +363,17 @@ pub(crate) fn remove_by_id(engine: &Engine, id: &str) {
 
 /// Run `argv` in the kept container with the engine's exec, passing stdio and signals; the
 /// command's exit code.
-pub(crate) async fn exec(engine: &Engine, id: &str, user: Option<String>, env: Vec<String>, cwd: String, argv: &[String], hooks: Hooks<'_>) -> Result<i32, SandboxError> {
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn exec(
+    engine: &Engine,
+    id: &str,
+    user: Option<String>,
+    env: Vec<String>,
+    cwd: String,
+    argv: &[String],
+    hooks: Hooks<'_>,
+    (wire, keeper): (&crate::tripwire::Tripwire, i32),
+) -> Result<i32, SandboxError> {
     let docker = &engine.docker;
     let config = CreateExecOptions::<String> {
         attach_stdin: Some(true),
@@ -401,11 +411,24 @@ pub(crate) async fn exec(engine: &Engine, id: &str, user: Option<String>, env: V
         }
     };
     let mut signals = super::forwarded_signals();
+    let tripping = super::trip(wire);
     tokio::pin!(ended);
     tokio::pin!(pump_out);
+    tokio::pin!(tripping);
     let mut out_done = false;
     let code: i64 = loop {
         tokio::select! {
+            // The container's covers no longer hold: it goes, with the command (the caller
+            // removes it, as for any failed exec).
+            t = &mut tripping => {
+                // The keeper is the container's first process: all of it dies with it.
+                if keeper > 0 {
+                    let _ = sys::kill(keeper, libc::SIGKILL);
+                }
+                let _ = docker.kill_container(id, Some(bollard::query_parameters::KillContainerOptions { signal: "KILL".to_string() })).await;
+                pump_in.abort();
+                return Err(SandboxError::ProtectedChanged { path: t.path, created: t.created });
+            }
             // (Asked only once the output has ended: until then the command runs.)
             c = &mut ended, if out_done => break c?,
             () = &mut pump_out, if !out_done => out_done = true,
@@ -421,6 +444,9 @@ pub(crate) async fn exec(engine: &Engine, id: &str, user: Option<String>, env: V
         }
     };
     pump_in.abort();
+    if let Some(t) = wire.tripped() {
+        return Err(SandboxError::ProtectedChanged { path: t.path, created: t.created });
+    }
     Ok(code.clamp(0, 255) as i32)
 }
 

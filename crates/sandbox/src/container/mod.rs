@@ -269,7 +269,7 @@ impl Backend for Container {
             Some(k) => {
                 let reaper = Reaper::spawn(&engine.socket, &k.id);
                 let (user, env, cwd) = (body.user.clone(), body.env.clone().unwrap_or_default(), body.working_dir.clone().unwrap_or_default());
-                let code = engine.rt.block_on(kept::exec(&engine, &k.id, user, env, cwd, argv, hooks));
+                let code = engine.rt.block_on(kept::exec(&engine, &k.id, user, env, cwd, argv, hooks, (&prepared.tripwire, k.keeper_pid)));
                 // Nothing of the command outlives the run; if that cannot be made sure of (the
                 // exec failed, and its process may run on outside the keeper's children), the
                 // container goes.
@@ -291,7 +291,7 @@ impl Backend for Container {
             }
             None => {
                 let name = format!("pinfold-{}-{}", std::process::id(), unique());
-                launch(&engine, &about, &name, body, &runtime, settings, hooks)
+                launch(&engine, &about, &name, body, &runtime, settings, hooks, &prepared.tripwire)
             }
         };
         drop(keep);
@@ -500,6 +500,7 @@ fn create_body(
 
 /// Create, attach, start and wait for the container, passing stdio and signals; remove it.
 /// The command's exit code, and whether the memory limit killed it.
+#[allow(clippy::too_many_arguments)]
 fn launch(
     engine: &Engine,
     about: &engine::Ping,
@@ -508,6 +509,7 @@ fn launch(
     runtime: &str,
     settings: &ContainerSettings,
     hooks: Hooks<'_>,
+    wire: &crate::tripwire::Tripwire,
 ) -> Result<(i32, Option<String>, String), SandboxError> {
     let docker = &engine.docker;
     let image = body.image.clone().unwrap_or_default();
@@ -533,7 +535,7 @@ fn launch(
     let made = engine::inspect_made(engine, about.podman, &id);
     let image_id = made.as_ref().map(|m| m.image_id.clone()).unwrap_or_default();
     let result = match made.map(|m| m.runtime) {
-        Ok(actual) if actual == runtime => engine.rt.block_on(run_attached(engine, about.podman, about.podman && runtime != "runsc", &id, &mounts, &tmpfs, hooks)),
+        Ok(actual) if actual == runtime => engine.rt.block_on(run_attached(engine, about.podman, about.podman && runtime != "runsc", &id, &mounts, &tmpfs, hooks, wire)),
         Ok(actual) => Err(err(
             format!("{} would run the container with the runtime `{}`, not `{runtime}` as the preset asks", about.name, if actual.is_empty() { "?" } else { &actual }),
             if about.podman {
@@ -570,7 +572,17 @@ fn memory_verdict(engine: &Engine, id: &str, code: i32, settings: &ContainerSett
 
 /// `check_mounts`: Podman with a runtime whose mounts the host's kernel holds (not runsc,
 /// whose are gVisor's).
-async fn run_attached(engine: &Engine, podman: bool, check_mounts: bool, id: &str, mounts: &[Mount], tmpfs: &[String], hooks: Hooks<'_>) -> Result<i32, SandboxError> {
+#[allow(clippy::too_many_arguments)]
+async fn run_attached(
+    engine: &Engine,
+    podman: bool,
+    check_mounts: bool,
+    id: &str,
+    mounts: &[Mount],
+    tmpfs: &[String],
+    hooks: Hooks<'_>,
+    wire: &crate::tripwire::Tripwire,
+) -> Result<i32, SandboxError> {
     let docker = &engine.docker;
     // Podman creates the container's process as it attaches: a command that is not there
     // fails here.
@@ -584,6 +596,9 @@ async fn run_attached(engine: &Engine, podman: bool, check_mounts: bool, id: &st
     // kernel's view of them is checked (the runtime mounts at paths it resolves in the
     // project, which a command beside this one may have swapped for a link meanwhile). Podman
     // only: Docker makes the process as it starts the command.
+    // The container's first process, where the engine says it before the start (Podman):
+    // killed straight away when the tripwire trips (the engine's kill takes a round trip).
+    let mut first_pid: libc::pid_t = 0;
     if check_mounts {
         let (socket, path) = (engine.socket.clone(), format!("/v4.0.0/libpod/containers/{id}/json"));
         let state = tokio::task::spawn_blocking(move || engine::raw_get(&socket, &path)).await;
@@ -594,6 +609,7 @@ async fn run_attached(engine: &Engine, podman: bool, check_mounts: bool, id: &st
         if pid <= 0 {
             return Err(err("cannot see the container's process before its command starts", "see the engine's log"));
         }
+        first_pid = pid as libc::pid_t;
         if let Err(why) = kept::verify_mounts(pid as i32, mounts, tmpfs) {
             return Err(err(
                 format!("the container's mounts are not what pinfold asked for: {why}; did a command beside this one swap a directory of the project for a link?"),
@@ -650,10 +666,13 @@ async fn run_attached(engine: &Engine, podman: bool, check_mounts: bool, id: &st
     };
     // The signals the other backends pass on to the command, passed on to the container.
     let mut signals = forwarded_signals();
+    let tripping = trip(wire);
     tokio::pin!(waiting);
     tokio::pin!(stopped);
     tokio::pin!(pump_out);
+    tokio::pin!(tripping);
     let mut out_done = false;
+    let mut tripped = None;
     let code = loop {
         tokio::select! {
             c = &mut waiting => break c?,
@@ -662,8 +681,19 @@ async fn run_attached(engine: &Engine, podman: bool, check_mounts: bool, id: &st
             n = next_signal(&mut signals) => {
                 let _ = docker.kill_container(id, Some(KillContainerOptions { signal: n.to_string() })).await;
             }
+            t = &mut tripping, if tripped.is_none() => {
+                tripped = Some(t);
+                if first_pid > 0 {
+                    let _ = sys::kill(first_pid, libc::SIGKILL);
+                }
+                let _ = docker.kill_container(id, Some(KillContainerOptions { signal: "KILL".to_string() })).await;
+            }
         }
     };
+    if let Some(t) = tripped.or_else(|| wire.tripped()) {
+        pump_in.abort();
+        return Err(SandboxError::ProtectedChanged { path: t.path, created: t.created });
+    }
     pump_in.abort();
     // Whatever the command wrote before it ended.
     if !out_done {
@@ -672,6 +702,21 @@ async fn run_attached(engine: &Engine, podman: bool, check_mounts: bool, id: &st
     let code = code.clamp(0, 255) as i32;
     let tail = tail.lock().map(|t| String::from_utf8_lossy(&t).into_owned()).unwrap_or_default();
     Ok(init_failure(code, &tail).unwrap_or(code))
+}
+
+/// The first change that trips `wire` (never, when it watches nothing).
+pub(crate) async fn trip(wire: &crate::tripwire::Tripwire) -> crate::tripwire::Trip {
+    if wire.watching()
+        && let Ok(fd) = sys::async_reader(wire.fd())
+    {
+        while let Ok(mut ready) = fd.readable().await {
+            if let Some(t) = wire.tripped() {
+                return t;
+            }
+            ready.clear_ready();
+        }
+    }
+    std::future::pending().await
 }
 
 /// What the engine hands back for a container's or an exec's output and input.
