@@ -190,7 +190,7 @@ fn a_project_swapped_for_a_link_never_becomes_writable(u: User) {
         // Eighty runs, and then more until three have started (a loaded machine's slow runs see
         // more swaps and are refused more often), at most 240 in all.
         format!(
-            "cd {} || exit 1; while [ ! -e {} ]; do sleep 0.02; done; ok=0; for i in $(seq 240); do \"$@\" >/dev/null 2>&1; r=$?; echo rc=$r; [ $r = 0 ] && ok=$((ok+1)); [ $i -ge 80 ] && [ $ok -ge 3 ] && break; done",
+            "cd {} || exit 1; while [ ! -e {} ]; do sleep 0.02; done; ok=0; for i in $(seq 240); do e=$(\"$@\" 2>&1 >/dev/null); r=$?; echo rc=$r; case $e in *'while the command ran, where the sandbox'*) echo tripped; ok=$((ok+1));; esac; [ $r = 0 ] && ok=$((ok+1)); [ $i -ge 80 ] && [ $ok -ge 3 ] && break; done",
             Fx::s(&p),
             Fx::s(&go)
         ),
@@ -210,8 +210,11 @@ fn a_project_swapped_for_a_link_never_becomes_writable(u: User) {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(!fx.home.join("race-marker.txt").exists(), "{}: a run wrote in the home directory: {text}", fx.label());
     let started = text.lines().filter(|l| *l == "rc=0").count();
-    eprintln!("{}: {started} of {} runs started", fx.label(), text.lines().count());
-    assert!(started > 0, "{}: no run started: the race proves nothing: {text}", fx.label());
+    // A run the tripwire stopped saw the project swapped while it ran: refused, as a run
+    // that started through the link is.
+    let tripped = text.lines().filter(|l| *l == "tripped").count();
+    eprintln!("{}: {started} of {} runs started, {tripped} stopped by the tripwire", fx.label(), text.lines().filter(|l| l.starts_with("rc=")).count());
+    assert!(started + tripped > 0, "{}: no run started: the race proves nothing: {text}", fx.label());
 }
 
 /// A directory above deny paths (`a` of `a/b/w.txt`, `a/b/s.txt`) exchanged with a link to
@@ -235,7 +238,8 @@ fn a_deny_paths_directory_swapped_for_a_link_leaves_it_protected(u: User) {
     let (mut started, mut out) = (0, String::new());
     for _ in 0..40 {
         let r = fx.exec(&[], &victim);
-        if r.stdout.contains("ran") {
+        // A run the tripwire stopped saw `a` swapped while it ran: refused, as it should be.
+        if r.stdout.contains("ran") || r.stderr.contains("while the command ran, where the sandbox") {
             started += 1;
         }
         out.push_str(&r.stdout);
@@ -639,7 +643,7 @@ fn a_protected_path_the_host_changes_stops_the_run(u: User) {
         assert!(!r.stdout.contains("new-"), "{}: {what}: the command read what the host wrote\n{}", fx.label(), r.show());
         assert!(!r.stdout.contains("WROTE-CONFIG"), "{}: {what}: the command wrote .git/config\n{}", fx.label(), r.show());
         assert_eq!(r.code, Some(125), "{}: {what}: the run must be stopped\n{}", fx.label(), r.show());
-        assert!(r.stderr.contains("on the host while the command ran"), "{}: {what}\n{}", fx.label(), r.show());
+        assert!(r.stderr.contains("while the command ran, where the sandbox"), "{}: {what}\n{}", fx.label(), r.show());
         let config = std::fs::read_to_string(fx.proj.join(".git/config")).unwrap_or_default();
         assert!(!config.contains("fsmonitor"), "{}: {what}: .git/config holds the command's line:\n{config}", fx.label());
     };
@@ -679,6 +683,39 @@ fn a_protected_path_the_host_changes_stops_the_run(u: User) {
     assert!(r.stdout.contains("looked") && !r.stdout.contains("old-secret"), "{}: the control\n{}", fx.label(), r.show());
 }
 
+/// A symbolic link inside a hidden directory (`~/.ssh/id_ed25519 -> ~/dotfiles/ssh/id`,
+/// `secrets/api.key -> /vault/api.key`): covering the directory hid the link, and the file
+/// stayed readable at its real path. What such a link leads to is hidden with it; a file
+/// beside it that no hidden link leads to stays readable (the control).
+fn a_link_in_a_hidden_directory_hides_its_target(u: User) {
+    let mut fx = Fx::new(u, "a_link_in_a_hidden_directory_hides_its_target");
+    use_policy(&mut fx, "[defaults]\naction = \"allow\"\nsandbox = \"c\"\n\n[sandbox.c]\nfs.write.allow = [\".\"]\nfs.read.deny = [\"secrets\", \"~/.ssh\"]\n");
+    // (In the project: a container has nothing else of the host.)
+    let vault = fx.proj.join("vault");
+    fx.put(&vault.join("api.key"), "API=vault-api-secret\n");
+    fx.put(&vault.join("ssh/id"), "SSH=vault-ssh-secret\n");
+    fx.put(&vault.join("plain.txt"), "PLAIN=readable\n");
+    std::fs::create_dir_all(fx.proj.join("secrets")).unwrap();
+    std::os::unix::fs::symlink(vault.join("api.key"), fx.proj.join("secrets/api.key")).unwrap();
+    std::os::unix::fs::symlink(vault.join("ssh"), fx.home.join(".ssh/keys")).unwrap();
+    fx.own();
+    let read = fx.sh_script(
+        "read",
+        &format!("cat secrets/api.key {home}/.ssh/keys/id {v}/api.key {v}/ssh/id {v}/plain.txt 2>&1; echo read", home = Fx::s(&fx.home), v = Fx::s(&vault)),
+    );
+    let r = fx.exec(&[], &read);
+    assert!(r.stdout.contains("read"), "{}: the command did not run\n{}", fx.label(), r.show());
+    assert!(!r.stdout.contains("vault-api-secret"), "{}: a hidden link's file was read\n{}", fx.label(), r.show());
+    assert!(!r.stdout.contains("vault-ssh-secret"), "{}: a hidden link's directory was read\n{}", fx.label(), r.show());
+    assert!(r.stdout.contains("PLAIN=readable"), "{}: the control: a file no hidden link leads to\n{}", fx.label(), r.show());
+    // A hidden link to a directory holding the project: refused, not hidden with the project.
+    std::os::unix::fs::symlink(&fx.base, fx.proj.join("secrets/up")).unwrap();
+    fx.own();
+    let r = fx.exec(&[], &["true".into()]);
+    assert_eq!(r.code, Some(125), "{}: a hidden link to the project's parent must refuse the run\n{}", fx.label(), r.show());
+    assert!(r.stderr.contains("holds the project"), "{}\n{}", fx.label(), r.show());
+}
+
 macro_rules! on_each_backend {
     ($($case:ident),* $(,)?) => {$(
         mod $case {
@@ -714,5 +751,6 @@ on_each_backend!(
     the_home_directory_is_never_reached_by_a_detour,
     a_secret_is_never_read_through_another_name,
     a_protected_path_the_host_changes_stops_the_run,
+    a_link_in_a_hidden_directory_hides_its_target,
 );
 

@@ -7,7 +7,6 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
 use std::path::PathBuf;
-use std::sync::Mutex;
 
 use crate::support::sandbox::*;
 use crate::support::*;
@@ -121,24 +120,18 @@ except OSError as e:
     a.assert_refused(&r, &ch);
 }
 
-/// Serialises the cases that create `/run/docker.sock` (a host-global path).
-static DOCKER_SOCK: Mutex<()> = Mutex::new(());
-
 /// Container-engine sockets (docker.sock, podman's) are hidden by the default preset. Fake
-/// engine sockets (listeners made by the test) at the places engines use:
-/// `/run/docker.sock` (only if absent on this host; removed afterwards), rootless docker and
-/// podman under `$XDG_RUNTIME_DIR`, Docker Desktop's `~/.docker/run/docker.sock`. Under the
-/// embedded default preset, connecting to any of them must fail and reach no listener.
+/// engine sockets (listeners made by the test) at the places engines use: `/run/docker.sock`,
+/// rootless docker and podman under `$XDG_RUNTIME_DIR`, Docker Desktop's
+/// `~/.docker/run/docker.sock`. Under the embedded default preset, connecting to any of them
+/// must fail and reach no listener. `/run` is the test's own directory, bound over `/run` in a
+/// mount namespace of the run's (`unshare -m`): a socket made at the host's `/run/docker.sock`
+/// would be an engine starting for every run beside this one, which each would have to stop.
 pub(crate) fn container_engine_sockets_hidden(u: User) {
-    let _g = DOCKER_SOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let system = PathBuf::from("/run/docker.sock");
-    assert!(
-        !system.exists(),
-        "/run/docker.sock exists on this host: this test makes its own fake engine socket there \
-         and will not touch a real one; run the suite on a host without a container engine"
-    );
     let go = |fx: &mut Fx, sandboxed: bool| {
         fx.use_default_preset();
+        let run = fx.base.join("run-dir");
+        let system = PathBuf::from("/run/docker.sock");
         let paths = vec![
             system.clone(),
             fx.run_dir.join("docker.sock"),
@@ -147,13 +140,13 @@ pub(crate) fn container_engine_sockets_hidden(u: User) {
         ];
         let mut ls = Vec::new();
         for p in &paths {
-            fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-            let l = UnixListener::bind(p).unwrap_or_else(|e| panic!("bind {}: {e}", p.display()));
+            let at = if *p == system { run.join("docker.sock") } else { p.clone() };
+            fs::create_dir_all(at.parent().expect("parent")).expect("mkdir");
+            let l = UnixListener::bind(&at).unwrap_or_else(|e| panic!("bind {}: {e}", at.display()));
             l.set_nonblocking(true).expect("nonblocking");
-            fs::set_permissions(p, fs::Permissions::from_mode(0o666)).expect("chmod socket");
+            fs::set_permissions(&at, fs::Permissions::from_mode(0o666)).expect("chmod socket");
             ls.push(l);
         }
-        fx.cleanup.lock().expect("lock").push(system.clone());
         fx.own();
         let body: String = paths
             .iter()
@@ -165,18 +158,23 @@ pub(crate) fn container_engine_sockets_hidden(u: User) {
             })
             .collect();
         let script = fx.py_script("engines", &body);
-        let r = if sandboxed {
-            fx.exec(&[], &script)
-        } else {
-            fx.control(&script)
-        };
+        let inner = if sandboxed { fx.exec_argv(&[], &script) } else { script.clone() };
+        // As root: a mount namespace with the test's `/run`; then the case's user.
+        let mut argv: Vec<String> = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", "mount --bind \"$0\" /run && exec \"$@\""].iter().map(|s| s.to_string()).collect();
+        argv.push(Fx::s(&run));
+        if u == User::Nobody {
+            argv.extend(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--"].iter().map(|s| s.to_string()));
+        }
+        argv.extend(inner);
+        let mut c = std::process::Command::new(&argv[0]);
+        c.args(&argv[1..]).env_clear().envs(&fx.env).current_dir(&fx.cwd);
+        let r = run_cmd(c, argv.join(" "), None, TIMEOUT);
         let ch: Vec<String> = ls
             .iter()
             .zip(&paths)
             .filter(|(l, _)| l.accept().is_ok())
             .map(|(_, p)| format!("a connection reached the engine socket {}", p.display()))
             .collect();
-        let _ = fs::remove_file(&system);
         (r, ch)
     };
     let mut c = Fx::new(u, "container_engine_sockets_hidden");

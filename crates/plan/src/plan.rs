@@ -522,10 +522,12 @@ fn sandbox_policy(
     if let Some(key_dir) = dirs.hook_key_dir() {
         sp.read_deny.push(key_dir.to_path_buf());
         sp.write_deny.push(key_dir.to_path_buf());
+        sp.own.push(key_dir.to_path_buf());
     }
     // The audit ledger and its signing key: a command that could write them could rewrite
     // what it did; one that could read the key could sign a forged history.
     for p in dirs.state.iter().chain(&dirs.ledger_key) {
+        sp.own.push(p.clone());
         if !sp.read_deny.iter().any(|d| p.starts_with(d)) {
             sp.read_deny.push(p.clone());
             sp.write_deny.push(p.clone());

@@ -179,6 +179,10 @@ pub struct Policy {
     /// The container backend's image, runtime and limits.
     #[serde(default)]
     pub container: ContainerSettings,
+    /// The caller's own hidden paths (pinfold's state and keys, among `read_deny`): nothing
+    /// confined reaches them to make a link there, so they are not looked into for links.
+    #[serde(default)]
+    pub own: Vec<PathBuf>,
 }
 
 /// What the caller does while a run goes on (see [`Policy::run_with`]).
@@ -212,6 +216,7 @@ impl Policy {
             watch: Vec::new(),
             backend: BackendKind::Process,
             container: ContainerSettings::default(),
+            own: Vec::new(),
         }
     }
 
@@ -397,10 +402,15 @@ pub enum SandboxError {
     /// once the user's `git config` had replaced it during a run).
     #[error("the protected file {} has {links} names (hard links): covering this name leaves the file open through the others, which a command may have made", path.display())]
     HardLinkedSecret { path: PathBuf, links: u64 },
+    /// A hidden directory holds a link to a directory that holds the hidden directory itself,
+    /// a writable root or the working directory: hiding what the link leads to (as pinfold
+    /// does, or the link would be a way to it) would hide those too.
+    #[error("the hidden directory's link {} leads to {}, which holds the project or the hidden directory itself: pinfold hides what a hidden link leads to, and cannot hide that", link.display(), target.display())]
+    HiddenLinkTooWide { link: PathBuf, target: PathBuf },
     /// A protected path (or a directory on its way) was made, replaced or removed on the
     /// host while the command ran: the sandbox's cover of it no longer held (see
     /// `tripwire.rs`), so the run was stopped.
-    #[error("{} was {} on the host while the command ran; the sandbox's cover of it no longer held, so pinfold stopped the run", path.display(), if *created { "made or replaced" } else { "removed or renamed" })]
+    #[error("{} was {} while the command ran, where the sandbox's cover cannot follow (a path the host replaces or removes loses it), so pinfold stopped the run", path.display(), if *created { "made or replaced" } else { "removed or renamed" })]
     ProtectedChanged { path: PathBuf, created: bool },
     /// A candidate for the run directory exists but is not the user's own, closed directory.
     #[error("{} is not a directory owned by uid {uid} and closed to others; remove it", path.display())]
@@ -491,6 +501,7 @@ impl SandboxError {
             SandboxError::Unsupported { hint, .. } | SandboxError::Backend { hint, .. } => Some(hint),
             SandboxError::Namespaces(_) => Some(USERNS_HINT),
             SandboxError::Child { hint, .. } => *hint,
+            SandboxError::HiddenLinkTooWide { .. } => Some("remove the link from the hidden directory, or point it at the file it is meant for"),
             SandboxError::ProtectedChanged { .. } => Some(
                 "run the command again once the change is done; the command could reach the new file until it was stopped, so check it if it steers programs (.git/config, a hook, a shell profile)",
             ),

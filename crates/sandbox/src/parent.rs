@@ -23,6 +23,8 @@ pub(crate) struct Resolved {
     /// Directories holding protected paths: bound over themselves (still writable) so they
     /// cannot be renamed or removed (`mv .git .g`, `rm -rf .git`).
     pub(crate) pins: Vec<PathBuf>,
+    /// Hidden directories too big or deep to look for every link in (see [`linked_out`]).
+    pub(crate) links_unseen: Vec<PathBuf>,
 }
 
 fn has_glob(p: &Path) -> bool {
@@ -210,6 +212,32 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
             read_deny.push((c, is_dir));
         }
     }
+    // What a symbolic link in a hidden directory leads to is hidden with it: covering the
+    // directory hides the link, not the file at its real path (found: `~/.ssh/id_ed25519 ->
+    // ~/dotfiles/ssh/id` read at the real path).
+    let mut linked = Vec::new();
+    let mut links_unseen = Vec::new();
+    for (d, _) in read_deny.iter().filter(|(d, is_dir)| *is_dir && !policy.own.iter().any(|o| d.starts_with(o))) {
+        let (links, short) = linked_out(d);
+        if short {
+            links_unseen.push(d.clone());
+        }
+        for (link, t) in links {
+            if read_deny.iter().chain(&linked).any(|(p, _): &(PathBuf, bool)| t.starts_with(p)) {
+                continue;
+            }
+            let holds = |p: &Path| p.starts_with(&t);
+            if holds(d) || writable.iter().any(|w| holds(w)) || holds(&policy.cwd) {
+                return Err(SandboxError::HiddenLinkTooWide { link, target: t });
+            }
+            let is_dir = std::fs::metadata(&t).is_ok_and(|m| m.is_dir());
+            if let Some((path, links)) = hard_linked(&t, is_dir && under_any(&t, &writable)) {
+                return Err(SandboxError::HardLinkedSecret { path, links });
+            }
+            linked.push((t, is_dir));
+        }
+    }
+    read_deny.extend(linked);
     // Every directory between a writable root and a deny path is pinned (bound over itself,
     // so it cannot be renamed): a command that moved `a` of `a/b/w.txt` to `a2` would have
     // taken the file out from under the path the policy names, and the next run would find
@@ -228,7 +256,7 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
             }
         }
     }
-    Ok(Resolved { writable, missing_writable, write_deny, placeholders, read_deny, pins })
+    Ok(Resolved { writable, missing_writable, write_deny, placeholders, read_deny, pins, links_unseen })
 }
 
 /// A placeholder for the missing deny path `d` (write- or read-deny), when a command could
@@ -279,6 +307,43 @@ fn hard_linked(c: &Path, walk: bool) -> Option<(PathBuf, u64)> {
         }
     }
     None
+}
+
+/// How far [`linked_out`] looks in a hidden directory: levels below it, and entries in all.
+pub(crate) const LINKS_DEPTH: usize = 3;
+pub(crate) const LINKS_ENTRIES: usize = 2000;
+
+/// The symbolic links inside the directory `dir` (none followed; [`LINKS_DEPTH`] levels and
+/// [`LINKS_ENTRIES`] entries at most, so that a run does not pay for a big hidden tree) that
+/// lead out of it, each with the real path it leads to, and whether the look stopped short.
+/// Links to nothing are left out.
+fn linked_out(dir: &Path) -> (Vec<(PathBuf, PathBuf)>, bool) {
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), 0usize)];
+    let mut budget = LINKS_ENTRIES;
+    let mut short = false;
+    while let Some((at, depth)) = stack.pop() {
+        for e in std::fs::read_dir(&at).into_iter().flatten().flatten() {
+            if budget == 0 {
+                return (out, true);
+            }
+            budget -= 1;
+            let Ok(kind) = e.file_type() else { continue };
+            if kind.is_dir() {
+                if depth + 1 >= LINKS_DEPTH {
+                    short = true;
+                    continue;
+                }
+                stack.push((e.path(), depth + 1));
+            } else if kind.is_symlink()
+                && let Ok(t) = sys::canonicalize(&e.path())
+                && !t.starts_with(dir)
+            {
+                out.push((e.path(), t));
+            }
+        }
+    }
+    (out, short)
 }
 
 /// The placeholder for a missing deny path: the path itself (an empty file) when its parent
@@ -728,6 +793,12 @@ pub(crate) fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
     };
     if policy.private_tmp {
         report.writable.push(tmpdir.clone());
+    }
+    for d in &r.links_unseen {
+        report.degraded.push(format!(
+            "links in the hidden directory {}: looked for {LINKS_DEPTH} levels deep and in {LINKS_ENTRIES} entries only; a link beyond leaves what it leads to readable",
+            d.display()
+        ));
     }
     Ok(Prepared { resolved: r, held, cwd, run_dir, tmpdir, env, uid, gid, report, tripwire })
 }

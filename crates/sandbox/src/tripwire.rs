@@ -10,7 +10,8 @@
 //!
 //! So, before anything is mounted, the parent watches (inotify) each directory on the way to
 //! every such path, and the run is stopped (killed, exit 125) as soon as a name on that way is
-//! created, removed or renamed. The stop comes within the parent's next wake-up; a command
+//! made, or another renamed over it. (A name removed or renamed away leaves nothing there to
+//! read or write; what is made there next trips.) The stop comes within the parent's next wake-up; a command
 //! racing the host's change can reach the new file in between, which the error says.
 
 use std::collections::HashMap;
@@ -143,8 +144,13 @@ impl Tripwire {
                     continue;
                 }
                 let changed = dir.join(std::ffi::OsStr::from_bytes(name));
-                if self.on_the_way(&changed) {
-                    found = Some(Trip { path: changed, created: mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 });
+                // A guarded path, or a directory on the way to one, made (or another renamed
+                // over it): what is there now is not what the sandbox covers. One removed or
+                // renamed away leaves nothing at the name (a cover renamed goes along with
+                // it), so only what is made there next matters, and that trips.
+                let created = mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0;
+                if created && self.on_the_way(&changed) {
+                    found = Some(Trip { path: changed, created });
                 }
             }
         }
@@ -207,14 +213,31 @@ mod tests {
     }
 
     #[test]
-    fn a_moved_directory_on_the_way_trips() {
+    fn a_directory_made_on_the_way_trips_and_one_moved_away_does_not() {
         let t = tempfile::tempdir().unwrap();
         let d = t.path().join("p");
         std::fs::create_dir_all(d.join("secrets")).unwrap();
         std::fs::write(d.join("secrets/k"), "a").unwrap();
         let w = Tripwire::new(&[d.join("secrets/k")]).unwrap();
+        // Moved away: the cover of `k` goes along with it.
         std::fs::rename(d.join("secrets"), d.join("secrets.old")).unwrap();
-        assert_eq!(wait_trip(&w), Some(Trip { path: d.join("secrets"), created: false }));
+        assert_eq!(wait_trip(&w), None);
+        // A new directory in its place: what it holds is not covered.
+        std::fs::create_dir(d.join("secrets")).unwrap();
+        assert_eq!(wait_trip(&w), Some(Trip { path: d.join("secrets"), created: true }));
+    }
+
+    #[test]
+    fn a_guarded_file_removed_does_not_trip_and_one_made_again_does() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("p");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(".env"), "a").unwrap();
+        let w = Tripwire::new(&[d.join(".env")]).unwrap();
+        std::fs::rename(d.join(".env"), d.join(".env.old")).unwrap();
+        assert_eq!(wait_trip(&w), None);
+        std::fs::write(d.join(".env"), "b").unwrap();
+        assert_eq!(wait_trip(&w), Some(Trip { path: d.join(".env"), created: true }));
     }
 
     #[test]
