@@ -36,6 +36,7 @@ both_users!(
     git_state_files_that_would_stall_pinfold,
     a_fifo_in_the_refs_does_not_stall_the_next_run,
     sequencer_strategy_on_the_header_line,
+    a_project_inside_a_home_dot_directory,
 );
 
 /// The `.git/commondir` attack: copy the repository's objects and refs to `.git/evil/`, give
@@ -515,10 +516,13 @@ fn concurrent_runs_cannot_free_a_plant(u: User) {
     let r = a.exec(&[], &second);
     let status_a = run_a.wait().expect("wait for run A");
     assert_eq!(status_a.code(), Some(125), "{}: run A planted .npmrc", a.label());
-    // Run B protects `.npmrc` as it found it (A's, at B's start). Either B's write is refused
-    // (the undo watcher refuses a change to a path B protects, even after A's end moved the
-    // file aside), or it lands and B's end catches it.
-    if r.stdout.contains("wrote") {
+    // Run B protects `.npmrc` as it found it (A's, at B's start). A's end moving it aside
+    // frees the name in B's sandbox: B's write there stops B (the tripwire); else either B's
+    // write is refused (the undo watcher refuses a change to a path B protects), or it lands
+    // and B's end catches it.
+    if r.stderr.contains(".npmrc was made or replaced while the command ran") {
+        assert_eq!(r.code, Some(125), "{}: run B was stopped\n{}", a.label(), r.show());
+    } else if r.stdout.contains("wrote") {
         assert_eq!(r.code, Some(125), "{}: run B's plant was not caught\n{}", a.label(), r.show());
     } else {
         assert!(r.stderr.contains(".npmrc: Read-only file system"), "{}: run B neither wrote nor was refused\n{}", a.label(), r.show());
@@ -711,6 +715,50 @@ fn sequencer_strategy_on_the_header_line(u: User) {
     git(&["add", "f"]);
     let _ = a.control(&["sh".into(), "-c".into(), format!("cd {p} && GIT_EDITOR=true git -c user.name=t -c user.email=t@example.invalid cherry-pick --continue >/dev/null 2>&1; true")]);
     assert!(!marker.exists(), "{}: ESCAPED: cherry-pick --continue ran the planted strategy", a.label());
+}
+
+/// A working directory inside a dot directory of the home directory (`~/.config/git`,
+/// `~/.local/bin`), which the caller may start a run in: it was a project like any other and
+/// writable (found: `~/.config/git/config` given a `core.fsmonitor`, run by every later git
+/// command of the user; a `git` planted in `~/.local/bin`, on the user's PATH). What is there
+/// is the home directory's own: nothing is left planted, the run fails, and the user's git
+/// runs nothing; a project in an ordinary directory of the home directory stays writable (the
+/// control).
+fn a_project_inside_a_home_dot_directory(u: User) {
+    let mut a = Fx::new(u, "a_project_inside_a_home_dot_directory");
+    let marker = a.out.join("fsmonitor-ran");
+    a.put(&a.home.join(".config/git/ignore"), "*.o\n");
+    a.put(&a.home.join(".local/bin/tool"), "#!/bin/sh\n");
+    a.cwd = a.home.join(".config/git");
+    a.own();
+    let argv = a.sh_script(
+        "gitconfig",
+        &format!(
+            "printf '#!/bin/sh\\ntouch {m}\\n' > fsm.sh; chmod +x fsm.sh; printf '[core]\\n\\tfsmonitor = {d}/fsm.sh\\n' > config; echo '*' > ignore; echo planted",
+            m = Fx::s(&marker),
+            d = Fx::s(&a.cwd)
+        ),
+    );
+    let r = a.exec(&[], &argv);
+    assert!(r.stdout.contains("planted"), "{}\n{}", a.label(), r.show());
+    assert_eq!(r.code, Some(125), "{}: the run must fail\n{}", a.label(), r.show());
+    assert!(!a.cwd.join("config").exists() && !a.cwd.join("fsm.sh").exists(), "{}: a file is left planted in ~/.config/git", a.label());
+    assert_eq!(fs::read_to_string(a.cwd.join("ignore")).unwrap(), "*.o\n", "{}: ~/.config/git/ignore changed", a.label());
+    assert!(!host_git_status_runs(&a, &a.proj.clone(), &marker), "{}: ESCAPED: the user's git ran the planted fsmonitor", a.label());
+    a.cwd = a.home.join(".local/bin");
+    let argv = a.sh_script("path", "printf '#!/bin/sh\\necho fake\\n' > git; chmod +x git; echo planted");
+    let r = a.exec(&[], &argv);
+    assert!(r.stdout.contains("planted"), "{}\n{}", a.label(), r.show());
+    assert_eq!(r.code, Some(125), "{}\n{}", a.label(), r.show());
+    assert!(!a.cwd.join("git").exists(), "{}: ~/.local/bin/git is left planted", a.label());
+    // The control: an ordinary directory of the home directory.
+    a.cwd = a.home.join("work");
+    fs::create_dir_all(&a.cwd).unwrap();
+    a.own();
+    let argv = a.sh_script("work", "echo x > a.txt && echo wrote");
+    let r = a.exec(&[], &argv);
+    assert_eq!(r.code, Some(0), "{}: the control\n{}", a.label(), r.show());
+    assert_eq!(fs::read_to_string(a.cwd.join("a.txt")).unwrap(), "x\n", "{}: the control", a.label());
 }
 
 /// `pinfold hook claude-code`'s answer to the Write tool on `path` in `fx`'s project must be

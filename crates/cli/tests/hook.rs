@@ -602,3 +602,40 @@ fn tokens_in_exec() {
     let mode = fs::metadata(w.state.join("pinfold")).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700);
 }
+
+/// A second name (a hard link) of a hidden file, made before the secret was written into it
+/// (`ln .env.example notes`, then the user fills `.env.example` in and renames it `.env`): the
+/// Read and Grep tools are refused through that name, as `pinfold exec` refuses every run
+/// while it exists (found: the hook judged the path alone, and the Read tool returned the
+/// secret). A file with a second name that is not hidden stays readable (the control).
+#[test]
+fn a_hidden_files_other_name_is_not_read_by_the_file_tools() {
+    let w = World::new();
+    w.put("pinfold.toml", "extends = [\"pinfold:default\"]\n[sandbox.workspace]\nfs.write.allow = [\".\"]\nfs.read.deny = [\".env\", \"~/.ssh\"]\n");
+    let env = w.put(".env", "KEY=real-secret\n");
+    fs::hard_link(&env, w.proj.join(".cache-notes")).unwrap();
+    let plain = w.put("data.txt", "plain\n");
+    fs::hard_link(&plain, w.proj.join("data-copy.txt")).unwrap();
+    let decision = |o: &Out| -> String {
+        assert_eq!(o.code, 0, "hook failed: {}", o.stderr);
+        if o.stdout.trim().is_empty() {
+            return "none".into();
+        }
+        let v: Value = serde_json::from_str(&o.stdout).expect("JSON out");
+        v["hookSpecificOutput"]["permissionDecision"].as_str().unwrap_or("none").to_string()
+    };
+    let o = w.hook("Read", json!({"file_path": w.proj.join(".cache-notes")}));
+    assert_eq!(decision(&o), "deny", "Read of the other name: {}", o.stdout);
+    assert!(o.stdout.contains("another name"), "{}", o.stdout);
+    // (A search of a directory holding no hidden path: the other name may be anywhere.)
+    let src = w.put("src/main.rs", "fn main() {}\n").parent().unwrap().to_path_buf();
+    let o = w.hook("Grep", json!({"pattern": "KEY", "path": src}));
+    assert_eq!(decision(&o), "deny", "Grep while the other name exists: {}", o.stdout);
+    assert!(o.stdout.contains("another name"), "{}", o.stdout);
+    let o = w.hook("Read", json!({"file_path": w.proj.join("data-copy.txt")}));
+    assert_eq!(decision(&o), "none", "the control: a linked file that is not hidden: {}", o.stdout);
+    // With the other name gone, the search is no longer refused.
+    fs::remove_file(w.proj.join(".cache-notes")).unwrap();
+    let o = w.hook("Grep", json!({"pattern": "KEY", "path": src}));
+    assert_eq!(decision(&o), "none", "Grep with the other name gone: {}", o.stdout);
+}

@@ -380,6 +380,14 @@ impl Guard {
             if h == root || h.starts_with(&root) || writable.iter().any(|w| h.starts_with(w)) {
                 let open = |p: &Path| writable.iter().any(|w| p.starts_with(w)) && !lifted.iter().any(|l| p.starts_with(l) || real(l) == p);
                 g.home(&h, &open);
+            } else if in_home_dot_entry(&h, &root) {
+                // A project inside a dot entry of the home directory (`~/.config/git`,
+                // `~/.local/bin`): what is there is read by programs outside the sandbox as
+                // the home directory's own (git's global config, the user's PATH); every
+                // entry read-only and no new ones, as in the home directory itself.
+                let open = |p: &Path| writable.iter().any(|w| p.starts_with(w)) && !lifted.iter().any(|l| p.starts_with(l) || real(l) == p);
+                let caches: Vec<PathBuf> = HOME_CACHES.iter().map(|c| h.join(c)).collect();
+                g.home_dir_around_caches(&root, &caches, &open);
             }
         }
         g.anchor(root);
@@ -942,6 +950,15 @@ fn harmless_new_repo(dotgit: &Path) -> bool {
     true
 }
 
+/// Whether `root` lies inside a dot entry (or `bin`) of the home directory `home`, and not in
+/// one of its caches (`~/.cache/…` builds stay ordinary projects).
+fn in_home_dot_entry(home: &Path, root: &Path) -> bool {
+    let Ok(rest) = root.strip_prefix(home) else { return false };
+    let Some(first) = rest.components().next() else { return false };
+    let first = first.as_os_str();
+    (first.as_encoded_bytes().starts_with(b".") || first == "bin") && !HOME_CACHES.iter().any(|c| root.starts_with(home.join(c)))
+}
+
 /// Whether `path` (absolute) is a control file of the project `root` for a command in `cwd`,
 /// or of the home directory when it is the project, and not `lifted` by the user: its family,
 /// for the agent's file tools.
@@ -968,6 +985,15 @@ pub fn is_control(root: &Path, cwd: &Path, home: Option<&Path>, lifted: &[PathBu
         && git().any(|g| first.as_os_str() == *g)
     {
         return Some(Family::Git);
+    }
+    if let Some(h) = home
+        && in_home_dot_entry(h, root)
+        && path.starts_with(root)
+    {
+        let cache = HOME_CACHES.iter().any(|c| path.starts_with(h.join(c)));
+        if !cache {
+            return Some(Family::Home);
+        }
     }
     if let Some(h) = home
         && h.starts_with(root)

@@ -154,6 +154,31 @@ pub fn read_check_in(preset: &SandboxPreset, cwd: &Path, path: &str, contents_be
     if let Some(d) = hidden.iter().find(|d| both.iter().any(|p| in_or_under(p, d))) {
         return Some(format!("`{}` is unreadable in the `{}` sandbox (`{d}`)", lex.display(), preset.name));
     }
+    // Another name of a hidden file (`ln .env notes`, made before the file held the secret):
+    // `pinfold exec` refuses every run while one exists; the tools refuse to read it. Looked
+    // for only when it matters: a file with more than one name, or a search of a directory.
+    // (pinfold's own hidden files are left out: no command or tool reaches them to link them.)
+    {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::metadata(&canon) {
+            Ok(m) if m.is_file() && m.nlink() > 1 => {
+                let linked = hidden_with_other_names(&preset.read_deny, cwd, dirs);
+                if let Some((_, _, d)) = linked.iter().find(|(dev, ino, _)| *dev == m.dev() && *ino == m.ino()) {
+                    return Some(format!("`{}` is another name (a hard link) of `{}`, which the `{}` sandbox hides", lex.display(), d.display(), preset.name));
+                }
+            }
+            Ok(m) if m.is_dir() && contents_below => {
+                if let Some((_, _, d)) = hidden_with_other_names(&preset.read_deny, cwd, dirs).first() {
+                    return Some(format!(
+                        "`{}` has another name (a hard link) somewhere, which a search could read; remove it (`find / -xdev -samefile {}`) before searching",
+                        d.display(),
+                        d.display()
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
     if contents_below {
         let inside = hidden
             .iter()
@@ -164,4 +189,48 @@ pub fn read_check_in(preset: &SandboxPreset, cwd: &Path, path: &str, contents_be
         }
     }
     None
+}
+
+/// The hidden files (the `hidden` entries, and the files in hidden directories) that have more
+/// than one name: (device, inode, path).
+fn hidden_with_other_names(hidden: &[String], cwd: &Path, dirs: &Dirs) -> Vec<(u64, u64, PathBuf)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut found = Vec::new();
+    let look = |p: &Path, found: &mut Vec<(u64, u64, PathBuf)>| {
+        let mut stack = vec![p.to_path_buf()];
+        // (Bounded: a hidden tree of more files than this is not walked further.)
+        let mut budget = 10_000usize;
+        while let Some(at) = stack.pop() {
+            let Ok(m) = std::fs::symlink_metadata(&at) else { continue };
+            if m.is_file() && m.nlink() > 1 {
+                found.push((m.dev(), m.ino(), at));
+            } else if m.is_dir() {
+                for e in std::fs::read_dir(&at).into_iter().flatten().flatten() {
+                    if budget == 0 {
+                        return;
+                    }
+                    budget -= 1;
+                    stack.push(e.path());
+                }
+            }
+        }
+    };
+    for d in hidden {
+        let (entry, _) = resolve(cwd, d, dirs.home.as_deref());
+        let name = entry.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let Some(parent) = entry.parent() else { continue };
+        if parent.to_string_lossy().contains(['*', '?', '[']) {
+            continue;
+        }
+        if name.contains(['*', '?', '[']) {
+            for e in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+                if pinfold_glob::is_match(&name, &e.file_name().to_string_lossy(), pinfold_glob::Syntax::SHELL) {
+                    look(&e.path(), &mut found);
+                }
+            }
+        } else {
+            look(&entry, &mut found);
+        }
+    }
+    found
 }
