@@ -30,6 +30,7 @@ both_users!(
     changes_through_proc_and_dev_fd_are_recorded,
     a_path_too_long_to_resolve_is_refused,
     a_run_in_a_nested_repository_holds_the_outer_undo,
+    a_directory_ignored_by_an_earlier_run_is_still_kept,
 );
 // Mounting a small file system to fill needs root; the outcome does not depend on the user.
 only_user!(root: a_full_disk_fails_the_change_and_keeps_the_file);
@@ -134,6 +135,31 @@ fn undo_puts_back_what_a_command_destroyed(u: User) {
     assert_eq!(undos, 3, "{}: three undo records\n{}", fx.label(), audit.show());
     let ends: Vec<&serde_json::Value> = kinds.iter().filter(|r| r["kind"] == "exec_end").collect();
     assert!(ends.iter().any(|r| r["data"]["undo"]["changes"].as_u64().is_some_and(|n| n > 5)), "{}: exec_end names the record\n{}", fx.label(), audit.show());
+}
+
+/// Two allowed commands, each undoable: the first adds `src/` to `.gitignore`, the second
+/// removes `src`. What lies in an ignored directory is not kept, and the second run saw `src/`
+/// ignored, so the user's uncommitted work there was beyond undo (found by an outside
+/// attack). An ignore file a run on record changed no longer decides what a later run keeps:
+/// the two undos bring back every file; build output ignored from the start stays unkept (the
+/// control).
+fn a_directory_ignored_by_an_earlier_run_is_still_kept(u: User) {
+    let fx = Fx::new(u, "a_directory_ignored_by_an_earlier_run_is_still_kept");
+    populate(&fx);
+    fx.put(&fx.proj.join("src/a.rs"), "fn a() { /* uncommitted */ }\n");
+    fx.put(&fx.proj.join("src/new.rs"), "untracked work\n");
+    fx.put(&fx.proj.join("src/deep/more.rs"), "more untracked work\n");
+    let before = tree(&fx.proj);
+    let r = fx.exec(&[], &["echo 'src/' >> .gitignore".to_string()]);
+    assert_eq!(r.code, Some(0), "{}: the first command\n{}", fx.label(), r.show());
+    let r = fx.exec(&[], &["rm -rf src target".to_string()]);
+    assert_eq!(r.code, Some(0), "{}: the second command\n{}", fx.label(), r.show());
+    assert!(!fx.proj.join("src").exists(), "{}", fx.label());
+    let un = pinfold(&fx, &["undo", "2"]);
+    assert_eq!(un.code, Some(0), "{}: undo\n{}", fx.label(), un.show());
+    let mut expected = before.clone();
+    expected.retain(|p, _| !p.starts_with("target"));
+    assert_eq!(tree(&fx.proj), expected, "{}: after undo\n{}", fx.label(), un.show());
 }
 
 fn a_command_that_changes_nothing_leaves_no_record(u: User) {

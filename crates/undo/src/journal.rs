@@ -60,6 +60,16 @@ pub struct Entry {
     pub pre: Pre,
 }
 
+/// A line of the store's `ignores` list: a run changed the `.gitignore` in `dir`; its bytes
+/// before are the run's kept `n` (`had`), or there was none.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct IgnoreChange {
+    pub(crate) run: String,
+    pub(crate) n: u64,
+    pub(crate) dir: crate::Bytes,
+    pub(crate) had: bool,
+}
+
 /// The journal of one run: the sandbox's observer.
 #[derive(Debug)]
 pub struct Journal {
@@ -262,10 +272,21 @@ impl Journal {
             // What it takes on disk (a sparse file's holes take nothing).
             self.kept_bytes += std::fs::symlink_metadata(&kept).map(|m| m.blocks() * 512).unwrap_or(0);
         }
+        let ignore = rel.file_name().is_some_and(|f| f == ".gitignore") && matches!(pre, Pre::File { .. } | Pre::Absent);
+        let had = matches!(pre, Pre::File { .. });
         let entry = Entry { n, t: now_ns(), path: crate::Bytes::from_path(&rel), pre };
         let mut line = serde_json::to_vec(&entry).map_err(std::io::Error::other)?;
         line.push(b'\n');
         self.file.as_mut().expect("opened above").write_all(&line)?;
+        if ignore && let Some(store) = self.run_dir.parent().and_then(Path::parent) {
+            // For later runs' view of what is ignored (see keep.rs): an ignore file changed
+            // by a run that can be undone does not decide what the next run keeps.
+            let dir = rel.parent().map(Path::to_path_buf).unwrap_or_default();
+            let change = IgnoreChange { run: self.meta.id.clone(), n, dir: crate::Bytes::from_path(&dir), had };
+            let mut line = serde_json::to_vec(&change).map_err(std::io::Error::other)?;
+            line.push(b'\n');
+            OpenOptions::new().create(true).append(true).mode(0o600).open(store.join(crate::IGNORES))?.write_all(&line)?;
+        }
         self.n += 1;
         self.seen.insert(rel);
         Ok(())

@@ -32,11 +32,35 @@ pub(crate) struct GitView {
     base: Option<Vec<Gitignore>>,
     /// The index's paths, read when a path inside an ignored directory is first met.
     tracked: Option<HashSet<Vec<u8>>>,
+    /// The `.gitignore` files runs still on record changed, as they were before the first
+    /// of those runs (by directory; `None`: there was none). A directory is left out only if
+    /// those rules ignored it too: a run that adds `src/` to `.gitignore` cannot un-keep
+    /// what the next run removes from `src/`.
+    then: HashMap<PathBuf, Option<Gitignore>>,
 }
 
 impl Keep {
     pub(crate) fn git(root: &Path, git_dir: &Path) -> Keep {
-        Keep::Git(Box::new(GitView { root: root.to_path_buf(), git_dir: git_dir.to_path_buf(), rules: HashMap::new(), base: None, tracked: None }))
+        Keep::git_since(root, git_dir, Vec::new())
+    }
+
+    /// As [`Keep::git`], with the ignore files earlier runs on record changed, as they were
+    /// before them: (directory relative to the root, its `.gitignore`'s bytes then).
+    pub(crate) fn git_since(root: &Path, git_dir: &Path, earlier: Vec<(PathBuf, Option<Vec<u8>>)>) -> Keep {
+        let then = earlier
+            .into_iter()
+            .map(|(dir, bytes)| {
+                let rules = bytes.and_then(|b| {
+                    let mut g = GitignoreBuilder::new(root.join(&dir));
+                    for line in String::from_utf8_lossy(&b).lines() {
+                        let _ = g.add_line(None, line);
+                    }
+                    g.build().ok()
+                });
+                (dir, rules)
+            })
+            .collect();
+        Keep::Git(Box::new(GitView { root: root.to_path_buf(), git_dir: git_dir.to_path_buf(), rules: HashMap::new(), base: None, tracked: None, then }))
     }
 
     /// Whether a change to `rel` (relative to the project root) is kept.
@@ -93,13 +117,24 @@ impl GitView {
         false
     }
 
-    /// Whether `path` (relative, in directory `parent`) is ignored: the deepest rules that say
-    /// anything decide; then `info/exclude`, then the user's file.
+    /// Whether `path` (relative, in directory `parent`) is ignored now and by the rules before
+    /// the runs on record (see `then`).
     fn ignored(&mut self, parent: &Path, path: &Path, is_dir: bool) -> bool {
+        self.ignored_by(parent, path, is_dir, false) && (self.then.is_empty() || self.ignored_by(parent, path, is_dir, true))
+    }
+
+    /// Whether `path` (relative, in directory `parent`) is ignored: the deepest rules that say
+    /// anything decide; then `info/exclude`, then the user's file. `then`: by the rules before
+    /// the runs on record.
+    fn ignored_by(&mut self, parent: &Path, path: &Path, is_dir: bool, then: bool) -> bool {
         let abs = self.root.join(path);
         let mut d = Some(parent.to_path_buf());
         while let Some(cur) = d {
-            if let Some(g) = self.rules_of(&cur) {
+            let rules = match self.then.get(&cur) {
+                Some(earlier) if then => earlier.as_ref(),
+                _ => self.rules_of(&cur),
+            };
+            if let Some(g) = rules {
                 match g.matched(&abs, is_dir) {
                     Match::Ignore(_) => return true,
                     Match::Whitelist(_) => return false,
@@ -190,5 +225,20 @@ mod tests {
         ] {
             assert_eq!(k.keeps(Path::new(p)), kept, "{p}");
         }
+    }
+
+    #[test]
+    fn a_directory_ignored_since_a_run_on_record_is_kept() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        std::fs::create_dir_all(root.join(".git/info")).unwrap();
+        std::fs::write(root.join(".gitignore"), "target/\nsrc/\n").unwrap();
+        // Before the run on record: `target/` only; `sub/` had no ignore file.
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/.gitignore"), "gen/\n").unwrap();
+        let mut k = Keep::git_since(root, &root.join(".git"), vec![(PathBuf::new(), Some(b"target/\n".to_vec())), (PathBuf::from("sub"), None)]);
+        assert!(k.keeps(Path::new("src/new.c")), "ignored only since a run on record");
+        assert!(!k.keeps(Path::new("target/debug/app")), "ignored before the runs too");
+        assert!(k.keeps(Path::new("sub/gen/x.rs")), "an ignore file a run on record made");
     }
 }

@@ -143,6 +143,9 @@ pub struct Store {
     pub dir: PathBuf,
 }
 
+/// The store's list of ignore files runs changed (see [`Store::earlier_ignores`]).
+pub(crate) const IGNORES: &str = "ignores";
+
 impl Store {
     /// The store of the git working tree holding `dir` (canonical): the nearest directory at
     /// or above it with a `.git` — a directory, or a file naming one (a linked worktree, a
@@ -248,7 +251,31 @@ impl Store {
         let meta = self.meta(RecordKind::Exec, command, cwd, Vec::new());
         let run_dir = self.runs().join(&meta.id);
         let tree = tree::Tree::open(&self.root).map_err(|e| Error::io(Kind::Store, &self.root, e))?;
-        Ok(Journal::new(self.root.clone(), tree, run_dir, meta, keep::Keep::git(&self.root, &self.git_dir), Some(lock)))
+        let keep = keep::Keep::git_since(&self.root, &self.git_dir, self.earlier_ignores());
+        Ok(Journal::new(self.root.clone(), tree, run_dir, meta, keep, Some(lock)))
+    }
+
+    /// The `.gitignore` files the runs on record changed, each as it was before the first of
+    /// them (its directory relative to the root, and its bytes then; `None`: there was none),
+    /// from the store's `ignores` list (one small read; none when no run changed one). A run
+    /// pruned since takes its entries with it.
+    fn earlier_ignores(&self) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+        let Ok(text) = std::fs::read(self.dir.join(IGNORES)) else { return Vec::new() };
+        let mut out: Vec<(PathBuf, Option<Vec<u8>>)> = Vec::new();
+        for line in text.split(|b| *b == b'\n') {
+            let Ok(i) = serde_json::from_slice::<journal::IgnoreChange>(line) else { continue };
+            let dir = i.dir.to_path();
+            let run = self.runs().join(&i.run);
+            if out.iter().any(|(d, _)| *d == dir) || !run.is_dir() {
+                continue;
+            }
+            let bytes = if i.had { std::fs::read(run.join("kept").join(i.n.to_string())).ok() } else { None };
+            if i.had && bytes.is_none() {
+                continue;
+            }
+            out.push((dir, bytes));
+        }
+        out
     }
 
     fn meta(&self, kind: RecordKind, command: &str, cwd: &Path, undoes: Vec<String>) -> Meta {
@@ -285,6 +312,20 @@ impl Store {
         let gone = ids.len() - keep;
         for id in &ids[..gone] {
             let _ = std::fs::remove_dir_all(self.runs().join(id));
+        }
+        if gone > 0
+            && let Ok(text) = std::fs::read(self.dir.join(IGNORES))
+        {
+            // The ignore files' list keeps only the runs still on record.
+            let kept: Vec<&[u8]> = text
+                .split(|b| *b == b'\n')
+                .filter(|l| serde_json::from_slice::<journal::IgnoreChange>(l).is_ok_and(|i| self.runs().join(&i.run).is_dir()))
+                .collect();
+            let mut out = kept.join(&b'\n');
+            if !out.is_empty() {
+                out.push(b'\n');
+            }
+            let _ = std::fs::write(self.dir.join(IGNORES), out);
         }
         Ok(gone)
     }
