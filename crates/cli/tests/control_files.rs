@@ -37,6 +37,7 @@ both_users!(
     a_fifo_in_the_refs_does_not_stall_the_next_run,
     sequencer_strategy_on_the_header_line,
     a_project_inside_a_home_dot_directory,
+    a_local_clone_sharing_objects_runs,
 );
 
 /// The `.git/commondir` attack: copy the repository's objects and refs to `.git/evil/`, give
@@ -759,6 +760,28 @@ fn a_project_inside_a_home_dot_directory(u: User) {
     let r = a.exec(&[], &argv);
     assert_eq!(r.code, Some(0), "{}: the control\n{}", a.label(), r.show());
     assert_eq!(fs::read_to_string(a.cwd.join("a.txt")).unwrap(), "x\n", "{}: the control", a.label());
+}
+
+/// `git clone --local` gives the clone's objects and packs a second name (hard links into the
+/// source repository). They are kept read-only during a run as history, not refused the way a
+/// control file with a second name is: the run goes on (a write-deny control file with a
+/// second name, `.git/config` linked, is refused: the control).
+fn a_local_clone_sharing_objects_runs(u: User) {
+    let mut a = Fx::new(u, "a_local_clone_sharing_objects_runs");
+    let clone = a.out.join("clone");
+    let r = a.control(&["git".into(), "clone".into(), "-q".into(), "--local".into(), Fx::s(&a.proj), Fx::s(&clone)]);
+    assert_eq!(r.code, Some(0), "{}: git clone --local\n{}", a.label(), r.show());
+    let shared = fs::read_dir(clone.join(".git/objects")).unwrap().flatten().filter(|e| e.file_name().len() == 2).any(|d| {
+        use std::os::unix::fs::MetadataExt;
+        fs::read_dir(d.path()).unwrap().flatten().any(|o| o.metadata().is_ok_and(|m| m.nlink() > 1))
+    });
+    assert!(shared, "{}: the clone shares no object with its source: the case proves nothing", a.label());
+    a.cwd = clone.clone();
+    let r = a.exec(&[], &["git".into(), "-c".into(), "safe.directory=*".into(), "log".into(), "--oneline".into()]);
+    assert_eq!(r.code, Some(0), "{}: a run in a local clone\n{}", a.label(), r.show());
+    fs::hard_link(clone.join(".git/config"), clone.join(".git/config-link")).unwrap();
+    let r = a.exec(&[], &["true".into()]);
+    assert_eq!(r.code, Some(125), "{}: the control: a linked .git/config\n{}", a.label(), r.show());
 }
 
 /// `pinfold hook claude-code`'s answer to the Write tool on `path` in `fx`'s project must be

@@ -484,6 +484,7 @@ fn sandbox_policy(
         GitGuard::default()
     };
     sp.write_deny.extend(guard.protect.iter().cloned());
+    sp.shared.extend(guard.protect.iter().cloned());
     // In a worktree `.git` is a file: protect the hooks and config where they really are.
     let equivalents = pinfold_sandbox::git_equivalents(root, &sp.write_deny);
     sp.write_deny.extend(equivalents);

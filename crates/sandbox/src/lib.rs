@@ -183,6 +183,10 @@ pub struct Policy {
     /// confined reaches them to make a link there, so they are not looked into for links.
     #[serde(default)]
     pub own: Vec<PathBuf>,
+    /// Write-deny paths whose files may have other names (git's objects and packs, which
+    /// `git clone --local` shares between repositories): not refused for it.
+    #[serde(default)]
+    pub shared: Vec<PathBuf>,
 }
 
 /// What the caller does while a run goes on (see [`Policy::run_with`]).
@@ -217,6 +221,7 @@ impl Policy {
             backend: BackendKind::Process,
             container: ContainerSettings::default(),
             own: Vec::new(),
+            shared: Vec::new(),
         }
     }
 

@@ -75,6 +75,8 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
     // Many deny paths share a directory (eight policy-file names per directory, `.git/…`):
     // each directory is canonicalized and checked once per run, not once per path.
     let mut memo = Memo::default();
+    // Protected trees too big to look through for links, for the report.
+    let mut links_unseen = Vec::new();
     let mut writable = Vec::new();
     let mut missing_writable = Vec::new();
     let moved = |path: &Path, why: String| SandboxError::Setup { step: Step::WorkingDir(path.to_path_buf()), source: std::io::Error::other(why) };
@@ -144,7 +146,9 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
                 Look::Here(c) => {
                     // Writable through another name beneath the writable root (a hook linked
                     // to a file of the project) is writable.
-                    if let Some((path, links)) = hard_linked(&c, true) {
+                    if !policy.shared.iter().any(|o| c.starts_with(o))
+                        && let Some((path, links)) = hard_linked(&c, true, &mut links_unseen)
+                    {
                         return Err(SandboxError::HardLinkedSecret { path, links });
                     }
                     if !write_deny.contains(&c) {
@@ -206,7 +210,7 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
             // Hiding a name leaves the bytes readable through the file's other names: a file
             // with more than one is refused, anywhere (the names may lie anywhere on its file
             // system), and so is one in a read-deny directory a command may write.
-            if let Some((path, links)) = hard_linked(&c, is_dir && under_any(&c, &writable)) {
+            if let Some((path, links)) = hard_linked(&c, is_dir && under_any(&c, &writable), &mut links_unseen) {
                 return Err(SandboxError::HardLinkedSecret { path, links });
             }
             read_deny.push((c, is_dir));
@@ -216,7 +220,6 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
     // directory hides the link, not the file at its real path (found: `~/.ssh/id_ed25519 ->
     // ~/dotfiles/ssh/id` read at the real path).
     let mut linked = Vec::new();
-    let mut links_unseen = Vec::new();
     for (d, _) in read_deny.iter().filter(|(d, is_dir)| *is_dir && !policy.own.iter().any(|o| d.starts_with(o))) {
         let (links, short) = linked_out(d);
         if short {
@@ -231,7 +234,7 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
                 return Err(SandboxError::HiddenLinkTooWide { link, target: t });
             }
             let is_dir = std::fs::metadata(&t).is_ok_and(|m| m.is_dir());
-            if let Some((path, links)) = hard_linked(&t, is_dir && under_any(&t, &writable)) {
+            if let Some((path, links)) = hard_linked(&t, is_dir && under_any(&t, &writable), &mut links_unseen) {
                 return Err(SandboxError::HardLinkedSecret { path, links });
             }
             linked.push((t, is_dir));
@@ -286,7 +289,7 @@ fn placeholder(d: &Path, policy: &Policy, writable: &[PathBuf], memo: &mut Memo,
 
 /// The first file at `c` (or, with `walk`, beneath the directory `c`, no link followed) with
 /// more than one name, and how many it has.
-fn hard_linked(c: &Path, walk: bool) -> Option<(PathBuf, u64)> {
+fn hard_linked(c: &Path, walk: bool, short: &mut Vec<PathBuf>) -> Option<(PathBuf, u64)> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::symlink_metadata(c).ok()?;
     if m.is_file() && m.nlink() > 1 {
@@ -295,13 +298,23 @@ fn hard_linked(c: &Path, walk: bool) -> Option<(PathBuf, u64)> {
     if !(walk && m.is_dir()) {
         return None;
     }
+    // (Bounded as the look for links is: a run does not pay for a big protected tree.)
+    let mut budget = LINKS_ENTRIES;
     let mut stack = vec![c.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let Ok(m) = e.metadata() else { continue };
-            if m.is_dir() {
+            if budget == 0 {
+                short.push(c.to_path_buf());
+                return None;
+            }
+            budget -= 1;
+            let Ok(kind) = e.file_type() else { continue };
+            if kind.is_dir() {
                 stack.push(e.path());
-            } else if m.is_file() && m.nlink() > 1 {
+            } else if kind.is_file()
+                && let Ok(m) = e.metadata()
+                && m.nlink() > 1
+            {
                 return Some((e.path(), m.nlink()));
             }
         }
@@ -796,7 +809,7 @@ pub(crate) fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
     }
     for d in &r.links_unseen {
         report.degraded.push(format!(
-            "links in the hidden directory {}: looked for {LINKS_DEPTH} levels deep and in {LINKS_ENTRIES} entries only; a link beyond leaves what it leads to readable",
+            "links in the protected directory {}: looked for in its first {LINKS_ENTRIES} entries ({LINKS_DEPTH} levels deep for symbolic links) only; a link beyond leaves the file open through it",
             d.display()
         ));
     }
