@@ -38,8 +38,9 @@ pub struct Trip {
 #[derive(Debug)]
 pub(crate) struct Tripwire {
     fd: OwnedFd,
-    /// Watch descriptor → the directory it watches.
-    dirs: HashMap<i32, PathBuf>,
+    /// Watch descriptor → the directory it watches, by each name it was asked under (a
+    /// directory reached through a link, `/var/run` and `/run`, is one watch).
+    dirs: HashMap<i32, Vec<PathBuf>>,
     /// The guarded paths, by component; a component may be a glob (see [`crate::parent`]).
     guarded: Vec<Vec<OsString>>,
 }
@@ -92,7 +93,7 @@ impl Tripwire {
     fn watch(&mut self, dir: &Path) -> Result<(), SandboxError> {
         match sys::inotify_add_watch(&self.fd, dir, MASK) {
             Ok(wd) => {
-                self.dirs.insert(wd, dir.to_path_buf());
+                self.dirs.entry(wd).or_default().push(dir.to_path_buf());
                 Ok(())
             }
             // Not there (or not a directory): its making is a change in the directory above,
@@ -139,17 +140,17 @@ impl Tripwire {
                     found = Some(Trip { path: PathBuf::from("(more changes than the kernel queues)"), created: false });
                     continue;
                 }
-                let Some(dir) = self.dirs.get(&wd) else { continue };
+                let Some(names) = self.dirs.get(&wd) else { continue };
                 if name.is_empty() {
                     continue;
                 }
-                let changed = dir.join(std::ffi::OsStr::from_bytes(name));
+                let Some(changed) = names.iter().map(|d| d.join(std::ffi::OsStr::from_bytes(name))).find(|c| self.on_the_way(c)) else { continue };
                 // A guarded path, or a directory on the way to one, made (or another renamed
                 // over it): what is there now is not what the sandbox covers. One removed or
                 // renamed away leaves nothing at the name (a cover renamed goes along with
                 // it), so only what is made there next matters, and that trips.
                 let created = mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0;
-                if created && self.on_the_way(&changed) {
+                if created {
                     found = Some(Trip { path: changed, created });
                 }
             }
@@ -250,6 +251,19 @@ mod tests {
         assert_eq!(w.tripped(), None);
         std::fs::create_dir(home.join(".ssh")).unwrap();
         assert_eq!(wait_trip(&w), Some(Trip { path: home.join(".ssh"), created: true }));
+    }
+
+    #[test]
+    fn a_directory_watched_under_two_names_trips_for_either() {
+        let t = tempfile::tempdir().unwrap();
+        let real = t.path().join("real");
+        std::fs::create_dir_all(&real).unwrap();
+        std::os::unix::fs::symlink(&real, t.path().join("alias")).unwrap();
+        let w = Tripwire::new(&[real.join("a.sock"), t.path().join("alias/b.sock")]).unwrap();
+        std::fs::write(real.join("b.sock"), "").unwrap();
+        assert_eq!(wait_trip(&w), Some(Trip { path: t.path().join("alias/b.sock"), created: true }));
+        std::fs::write(real.join("a.sock"), "").unwrap();
+        assert_eq!(wait_trip(&w), Some(Trip { path: real.join("a.sock"), created: true }));
     }
 
     #[test]
