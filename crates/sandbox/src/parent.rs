@@ -777,7 +777,9 @@ pub(crate) fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
     // a command could otherwise write, and the read-deny paths outside the writable roots as
     // the policy names them (a missing one has no cover: its making must stop the run).
     let mut guarded: Vec<PathBuf> = r.read_deny.iter().map(|(p, _)| p.clone()).collect();
-    guarded.extend(r.write_deny.iter().filter(|p| under_any(p, &r.writable)).cloned());
+    // (Not git's objects and packs, `shared`: git on the host removes and makes them, and
+    // they steer nothing; hundreds of them would each cost a watch.)
+    guarded.extend(r.write_deny.iter().filter(|p| under_any(p, &r.writable) && !policy.shared.iter().any(|s| p.starts_with(s))).cloned());
     guarded.extend(policy.read_deny.iter().filter(|p| p.is_absolute() && !policy.writable.iter().any(|w| p.starts_with(w))).cloned());
     let tripwire = crate::tripwire::Tripwire::new(&guarded)?;
     let mut set_env = policy.set_env.clone();
