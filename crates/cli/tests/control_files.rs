@@ -38,6 +38,7 @@ both_users!(
     sequencer_strategy_on_the_header_line,
     a_project_inside_a_home_dot_directory,
     a_local_clone_sharing_objects_runs,
+    paths_the_users_git_config_names_with_a_tilde,
 );
 
 /// The `.git/commondir` attack: copy the repository's objects and refs to `.git/evil/`, give
@@ -413,6 +414,36 @@ fn hooks_path_in_the_users_git_config(u: User) {
         .collect();
     let _ = a.control(&argv);
     assert!(!marker.exists(), "{}: ESCAPED: the planted hook ran on the user's commit", a.label());
+}
+
+/// The user's git configuration naming an include file and a hooks directory in the project
+/// the usual way, from the home directory (`path = ~/dotfiles/git/extra`): found writable,
+/// where the same paths written out in full were protected. Both stay as they were, and the
+/// user's git runs nothing planted.
+fn paths_the_users_git_config_names_with_a_tilde(u: User) {
+    let a = Fx::new(u, "paths_the_users_git_config_names_with_a_tilde");
+    a.put(&a.home.join(".gitconfig"), "[include]\n\tpath = ~/../proj/git-extra\n[core]\n\thooksPath = ~/../proj/hooks\n");
+    a.put(&a.proj.join("git-extra"), "[user]\n");
+    a.put(&a.proj.join("hooks/README"), "hooks\n");
+    a.own();
+    let marker = a.out.join("ran");
+    let argv = a.sh_script(
+        "tilde",
+        &format!(
+            "printf '[core]\\n\\tfsmonitor = \"touch {m} #\"\\n' >> git-extra; printf '#!/bin/sh\\ntouch {m}\\n' > hooks/pre-commit; chmod +x hooks/pre-commit; echo tried\n",
+            m = Fx::s(&marker)
+        ),
+    );
+    let r = a.exec(&[], &argv);
+    assert!(r.stdout.contains("tried"), "{}\n{}", a.label(), r.show());
+    assert_eq!(fs::read_to_string(a.proj.join("git-extra")).unwrap(), "[user]\n", "{}: the include file was written\n{}", a.label(), r.show());
+    assert!(!a.proj.join("hooks/pre-commit").exists(), "{}: a hook is planted\n{}", a.label(), r.show());
+    let argv: Vec<String> = ["git", "-C", &Fx::s(&a.proj), "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "--allow-empty", "-m", "next"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let _ = a.control(&argv);
+    assert!(!marker.exists(), "{}: ESCAPED: the user's git ran what the command planted", a.label());
 }
 
 /// Names of the same families the first list missed: each is moved aside when a command makes

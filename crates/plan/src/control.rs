@@ -524,7 +524,7 @@ impl Guard {
         files.extend(xdg_config_home.map(Path::to_path_buf).or_else(|| home.map(|h| h.join(".config"))).map(|c| c.join("git/config")));
         files.extend(home.map(|h| h.join(".gitconfig")));
         files.push(PathBuf::from("/etc/gitconfig"));
-        for p in config_paths(&files, root) {
+        for p in config_paths(&files, root, home) {
             self.add(p, Family::Git, open);
         }
         // Repositories git enters: submodules' git directories and linked worktrees. Each
@@ -868,11 +868,19 @@ fn rename_in_closed_dir(p: &Path, to: &Path) -> bool {
 /// The paths a repository's configuration names that git runs or reads as configuration:
 /// `core.hooksPath` (relative: against the work tree `root`, where hooks run) and
 /// `include.path`/`includeIf.*.path` (relative: against the directory of the configuration
-/// file that names them), as git reads them, from each of `files` that exists.
-fn config_paths(files: &[PathBuf], root: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for file in files {
-        let Ok(Some(text)) = read_bounded(file, SMALL) else { continue };
+/// file that names them; included files are read in turn, as git reads them), as git reads
+/// them, from each of `files` that exists; `~/` and `~user/` as git expands them (found: an
+/// include in the project named `~/proj/inc.gitconfig` was not protected).
+fn config_paths(files: &[PathBuf], root: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut todo: Vec<(PathBuf, usize)> = files.iter().map(|f| (f.clone(), 0)).collect();
+    let mut read: Vec<PathBuf> = Vec::new();
+    while let Some((file, depth)) = todo.pop() {
+        if read.contains(&file) {
+            continue;
+        }
+        read.push(file.clone());
+        let Ok(Some(text)) = read_bounded(&file, SMALL) else { continue };
         let text = String::from_utf8_lossy(&text);
         let gitdir = file.parent().unwrap_or(Path::new("/"));
         let mut section = String::new();
@@ -885,20 +893,50 @@ fn config_paths(files: &[PathBuf], root: &Path) -> Vec<PathBuf> {
             let Some((key, value)) = line.split_once('=') else { continue };
             let key = key.trim().to_ascii_lowercase();
             let value = value.trim().trim_matches('"');
+            let include = (section == "include" || section == "includeif") && key == "path";
             let base = if section == "core" && key == "hookspath" {
                 root
-            } else if (section == "include" || section == "includeif") && key == "path" {
+            } else if include {
                 gitdir
             } else {
                 continue;
             };
-            if !value.is_empty() {
-                let p = Path::new(value);
-                out.push(pinfold_policy::matcher::normalize(&if p.is_absolute() { p.to_path_buf() } else { base.join(p) }));
+            if value.is_empty() {
+                continue;
             }
+            let p = match expand_tilde(value, home) {
+                Some(p) => p,
+                None if value.starts_with('~') => continue,
+                None => {
+                    let p = Path::new(value);
+                    if p.is_absolute() { p.to_path_buf() } else { base.join(p) }
+                }
+            };
+            let p = pinfold_policy::matcher::normalize(&p);
+            // (Git stops at ten levels of includes.)
+            if include && depth < 10 {
+                todo.push((p.clone(), depth + 1));
+            }
+            out.push(p);
         }
     }
     out
+}
+
+/// `~/rest` and `~user/rest` as git expands them (`None`: no tilde, or a user with no home).
+fn expand_tilde(value: &str, home: Option<&Path>) -> Option<PathBuf> {
+    let rest = value.strip_prefix('~')?;
+    let (user, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    let dir = if user.is_empty() {
+        home?.to_path_buf()
+    } else {
+        let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+        PathBuf::from(passwd.lines().find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.len() >= 6 && f[0] == user).then(|| f[5].to_string())
+        })?)
+    };
+    Some(if tail.is_empty() { dir } else { dir.join(tail) })
 }
 
 /// Whether a git directory the run created is one git would only read (what `git init` or

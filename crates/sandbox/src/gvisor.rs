@@ -477,7 +477,7 @@ fn wait_passing_signals(
     let end = |child: &mut std::process::Child, tripped: Option<crate::tripwire::Trip>| {
         let status = child.wait()?;
         // A change not yet read when the command ended counts as well.
-        Ok((status, tripped.or_else(|| wire.and_then(|w| w.tripped()))))
+        Ok((status, tripped.or_else(|| wire.and_then(|w| w.tripped_at_end()))))
     };
     let Ok(pidfd) = sys::pidfd_open(child.id() as libc::pid_t) else { return end(child, None) };
     let mut tripped = None;

@@ -209,8 +209,10 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
             let is_dir = std::fs::symlink_metadata(&c).is_ok_and(|m| m.is_dir());
             // Hiding a name leaves the bytes readable through the file's other names: a file
             // with more than one is refused, anywhere (the names may lie anywhere on its file
-            // system), and so is one in a read-deny directory a command may write.
-            if let Some((path, links)) = hard_linked(&c, is_dir && under_any(&c, &writable), &mut links_unseen) {
+            // system), and so is one in a hidden directory (found: `~/.ssh/id_rsa` read as
+            // `~/backup/id_rsa`). pinfold's own hidden paths are not looked through.
+            let walk = is_dir && !policy.own.iter().any(|o| c.starts_with(o));
+            if let Some((path, links)) = hard_linked(&c, walk, &mut links_unseen) {
                 return Err(SandboxError::HardLinkedSecret { path, links });
             }
             read_deny.push((c, is_dir));
@@ -234,7 +236,7 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
                 return Err(SandboxError::HiddenLinkTooWide { link, target: t });
             }
             let is_dir = std::fs::metadata(&t).is_ok_and(|m| m.is_dir());
-            if let Some((path, links)) = hard_linked(&t, is_dir && under_any(&t, &writable), &mut links_unseen) {
+            if let Some((path, links)) = hard_linked(&t, is_dir, &mut links_unseen) {
                 return Err(SandboxError::HardLinkedSecret { path, links });
             }
             linked.push((t, is_dir));
@@ -776,11 +778,16 @@ pub(crate) fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
     // The tripwire, before anything is mounted: every read-deny path, every write-deny path
     // a command could otherwise write, and the read-deny paths outside the writable roots as
     // the policy names them (a missing one has no cover: its making must stop the run).
-    let mut guarded: Vec<PathBuf> = r.read_deny.iter().map(|(p, _)| p.clone()).collect();
+    // A container has nothing of the host but what is bound into it, the writable roots:
+    // what lies outside them cannot reach it, and its change is no reason to stop it.
+    let outside_too = policy.backend != crate::BackendKind::Container;
+    let mut guarded: Vec<PathBuf> = r.read_deny.iter().map(|(p, _)| p.clone()).filter(|p| outside_too || under_any(p, &r.writable)).collect();
     // (Not git's objects and packs, `shared`: git on the host removes and makes them, and
     // they steer nothing; hundreds of them would each cost a watch.)
     guarded.extend(r.write_deny.iter().filter(|p| under_any(p, &r.writable) && !policy.shared.iter().any(|s| p.starts_with(s))).cloned());
-    guarded.extend(policy.read_deny.iter().filter(|p| p.is_absolute() && !policy.writable.iter().any(|w| p.starts_with(w))).cloned());
+    if outside_too {
+        guarded.extend(policy.read_deny.iter().filter(|p| p.is_absolute() && !policy.writable.iter().any(|w| p.starts_with(w))).cloned());
+    }
     let tripwire = crate::tripwire::Tripwire::new(&guarded)?;
     let mut set_env = policy.set_env.clone();
     if policy.private_tmp {
@@ -1117,7 +1124,7 @@ fn spawn_and_wait(
     let _ = sys::unblock_signals(FORWARDED);
     drop(sigfd);
     // A change not yet read when the command ended counts as well: the command ran with it.
-    if let Some(t) = tripped.or_else(|| tripwire.tripped()) {
+    if let Some(t) = tripped.or_else(|| tripwire.tripped_at_end()) {
         return Err(SandboxError::ProtectedChanged { path: t.path, created: t.created });
     }
     let code = match exited {

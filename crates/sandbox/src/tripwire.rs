@@ -43,6 +43,10 @@ pub(crate) struct Tripwire {
     dirs: HashMap<i32, Vec<PathBuf>>,
     /// The guarded paths, by component; a component may be a glob (see [`crate::parent`]).
     guarded: Vec<Vec<OsString>>,
+    /// Each guarded path that existed when the watch began, with its device and inode: looked
+    /// at again when the command has ended, for a change whose event the kernel had not yet
+    /// queued (a rename that the command raced and outran).
+    found: Vec<(PathBuf, u64, u64)>,
 }
 
 fn components(p: &Path) -> Vec<OsString> {
@@ -65,7 +69,7 @@ impl Tripwire {
     /// out of the question, and the churn of `/tmp` would wake the parent for nothing.
     pub(crate) fn new(paths: &[PathBuf]) -> Result<Tripwire, SandboxError> {
         let fd = sys::inotify_init().map_err(|e| refused(e, "fs.inotify.max_user_instances"))?;
-        let mut wire = Tripwire { fd, dirs: HashMap::new(), guarded: Vec::new() };
+        let mut wire = Tripwire { fd, dirs: HashMap::new(), guarded: Vec::new(), found: Vec::new() };
         let mut seen: Vec<PathBuf> = Vec::new();
         for p in paths {
             let comps = components(p);
@@ -86,6 +90,9 @@ impl Tripwire {
                 dir.push(c);
             }
             wire.guarded.push(comps);
+            if let Some(id) = identity(p) {
+                wire.found.push((p.clone(), id.0, id.1));
+            }
         }
         Ok(wire)
     }
@@ -157,6 +164,17 @@ impl Tripwire {
         }
     }
 
+    /// The pending changes, and then any guarded path that is no longer the file it was when
+    /// the watch began: for the end of a run.
+    pub(crate) fn tripped_at_end(&self) -> Option<Trip> {
+        self.tripped().or_else(|| {
+            self.found.iter().find_map(|(p, dev, ino)| match identity(p) {
+                Some(id) if id != (*dev, *ino) => Some(Trip { path: p.clone(), created: true }),
+                _ => None,
+            })
+        })
+    }
+
     /// Whether `changed` is a guarded path or a directory on the way to one.
     fn on_the_way(&self, changed: &Path) -> bool {
         let got = components(changed);
@@ -171,6 +189,12 @@ impl Tripwire {
                 })
         })
     }
+}
+
+/// The device and inode of `p` itself (a link is not followed).
+fn identity(p: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(p).ok().map(|m| (m.dev(), m.ino()))
 }
 
 fn refused(e: std::io::Error, limit: &str) -> SandboxError {
@@ -264,6 +288,22 @@ mod tests {
         assert_eq!(wait_trip(&w), Some(Trip { path: t.path().join("alias/b.sock"), created: true }));
         std::fs::write(real.join("a.sock"), "").unwrap();
         assert_eq!(wait_trip(&w), Some(Trip { path: real.join("a.sock"), created: true }));
+    }
+
+    #[test]
+    fn a_file_replaced_shows_at_the_end_even_unread() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("p");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(".env"), "a").unwrap();
+        let w = Tripwire::new(&[d.join(".env")]).unwrap();
+        assert_eq!(w.tripped_at_end(), None);
+        std::fs::write(d.join(".env.new"), "b").unwrap();
+        std::fs::rename(d.join(".env.new"), d.join(".env")).unwrap();
+        // The queued event, read first.
+        assert!(w.tripped_at_end().is_some());
+        // With the events read, the file's identity still tells.
+        assert_eq!(w.tripped_at_end(), Some(Trip { path: d.join(".env"), created: true }));
     }
 
     #[test]

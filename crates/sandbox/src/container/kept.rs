@@ -444,7 +444,7 @@ pub(crate) async fn exec(
         }
     };
     pump_in.abort();
-    if let Some(t) = wire.tripped() {
+    if let Some(t) = wire.tripped_at_end() {
         return Err(SandboxError::ProtectedChanged { path: t.path, created: t.created });
     }
     Ok(code.clamp(0, 255) as i32)

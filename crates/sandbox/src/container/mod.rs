@@ -690,7 +690,7 @@ async fn run_attached(
             }
         }
     };
-    if let Some(t) = tripped.or_else(|| wire.tripped()) {
+    if let Some(t) = tripped.or_else(|| wire.tripped_at_end()) {
         pump_in.abort();
         return Err(SandboxError::ProtectedChanged { path: t.path, created: t.created });
     }
