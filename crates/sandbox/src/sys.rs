@@ -1007,3 +1007,47 @@ pub fn async_reader(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<tokio::io::un
     // file) until it is dropped.
     unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }.map_err(io::Error::from)
 }
+
+/// Close `fd` where its last close cannot hold up this process: an inotify instance's last
+/// close waits out the kernel's mark reaper (an SRCU grace period, ~10 ms here), which would
+/// land on every run's end. A grandchild keeps a copy, this process closes its own, and the
+/// grandchild (holding nothing else) makes the last close once this process's copy is gone.
+/// Falls back to closing here.
+pub fn close_detached(fd: OwnedFd) {
+    let Ok((r, w)) = pipe() else { return drop(fd) };
+    let (keep_fd, keep_r) = (fd.as_raw_fd(), r.as_raw_fd());
+    // SAFETY: the child and the grandchild call only async-signal-safe functions (fork,
+    // close_range via syscall, read, close, _exit), so a fork from a threaded process is sound.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: as above.
+        if unsafe { libc::fork() } != 0 {
+            // SAFETY: leaving the child at once, as async-signal-safe code may.
+            unsafe { libc::_exit(0) };
+        }
+        // The grandchild: nothing but its two descriptors (a copy of the caller's standard
+        // streams would keep a reader of them waiting).
+        let (lo, hi) = (keep_fd.min(keep_r), keep_fd.max(keep_r));
+        for (first, last) in [(0, lo - 1), (lo + 1, hi - 1), (hi + 1, RawFd::MAX)] {
+            if first <= last {
+                // SAFETY: close_range takes integers only.
+                unsafe { libc::syscall(libc::SYS_close_range, first as libc::c_uint, last as libc::c_uint, 0 as libc::c_uint) };
+            }
+        }
+        let mut b = [0u8; 1];
+        // SAFETY: reading into a one-byte buffer; returns at the pipe's end (the caller's
+        // copies gone), or on an error.
+        unsafe { libc::read(keep_r, b.as_mut_ptr().cast(), 1) };
+        // SAFETY: closing the descriptor this process owns a copy of, then leaving.
+        unsafe {
+            libc::close(keep_fd);
+            libc::_exit(0)
+        };
+    }
+    if pid > 0 {
+        let _ = waitpid(pid, 0);
+    }
+    drop(r);
+    drop(fd);
+    drop(w);
+}

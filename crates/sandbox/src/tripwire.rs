@@ -37,7 +37,8 @@ pub struct Trip {
 /// An inotify instance watching the directories on the way to the guarded paths.
 #[derive(Debug)]
 pub(crate) struct Tripwire {
-    fd: OwnedFd,
+    /// (`None` only once dropped.)
+    fd: Option<OwnedFd>,
     /// Watch descriptor → the directory it watches, by each name it was asked under (a
     /// directory reached through a link, `/var/run` and `/run`, is one watch).
     dirs: HashMap<i32, Vec<PathBuf>>,
@@ -69,7 +70,7 @@ impl Tripwire {
     /// out of the question, and the churn of `/tmp` would wake the parent for nothing.
     pub(crate) fn new(paths: &[PathBuf]) -> Result<Tripwire, SandboxError> {
         let fd = sys::inotify_init().map_err(|e| refused(e, "fs.inotify.max_user_instances"))?;
-        let mut wire = Tripwire { fd, dirs: HashMap::new(), guarded: Vec::new(), found: Vec::new() };
+        let mut wire = Tripwire { fd: Some(fd), dirs: HashMap::new(), guarded: Vec::new(), found: Vec::new() };
         let mut seen: Vec<PathBuf> = Vec::new();
         for p in paths {
             let comps = components(p);
@@ -98,7 +99,7 @@ impl Tripwire {
     }
 
     fn watch(&mut self, dir: &Path) -> Result<(), SandboxError> {
-        match sys::inotify_add_watch(&self.fd, dir, MASK) {
+        match sys::inotify_add_watch(self.owned(), dir, MASK) {
             Ok(wd) => {
                 self.dirs.entry(wd).or_default().push(dir.to_path_buf());
                 Ok(())
@@ -110,12 +111,16 @@ impl Tripwire {
         }
     }
 
+    fn owned(&self) -> &OwnedFd {
+        self.fd.as_ref().expect("the tripwire's descriptor lives until it is dropped")
+    }
+
     pub(crate) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        std::os::fd::AsFd::as_fd(&self.fd)
+        std::os::fd::AsFd::as_fd(self.owned())
     }
 
     pub(crate) fn raw(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.owned().as_raw_fd()
     }
 
     /// Whether any directory is watched (with none, the wire can never trip).
@@ -128,7 +133,7 @@ impl Tripwire {
         let mut found = None;
         let mut buf = [0u8; 8192];
         loop {
-            let n = match sys::read_fd(&self.fd, &mut buf) {
+            let n = match sys::read_fd(self.owned(), &mut buf) {
                 Ok(n) if n > 0 => n,
                 _ => return found,
             };
@@ -188,6 +193,15 @@ impl Tripwire {
                     }
                 })
         })
+    }
+}
+
+impl Drop for Tripwire {
+    /// Closed elsewhere: the last close of an inotify instance waits ~10 ms for the kernel.
+    fn drop(&mut self) {
+        if let Some(fd) = self.fd.take() {
+            sys::close_detached(fd);
+        }
     }
 }
 
