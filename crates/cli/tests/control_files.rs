@@ -273,6 +273,15 @@ fn policy_files_take_effect_only_as_approved(u: User) {
 // Found by an outside attack with only the binary and the docs; each was an escape before.
 // ---------------------------------------------------------------------------------------------
 
+/// The user's next `git commit` in the project (empty), outside any sandbox, as the case's user.
+fn users_next_commit(a: &Fx) {
+    let argv: Vec<String> = ["git", "-C", &Fx::s(&a.proj), "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "--allow-empty", "-m", "next"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let _ = a.control(&argv);
+}
+
 /// `git status` run by the user in `dir`, as the case's user; whether `marker` appeared.
 fn host_git_status_runs(fx: &Fx, dir: &Path, marker: &Path) -> bool {
     let argv: Vec<String> = ["git", "-C", &Fx::s(dir), "status", "--short"].iter().map(|s| s.to_string()).collect();
@@ -408,11 +417,7 @@ fn hooks_path_in_the_users_git_config(u: User) {
     let r = a.exec(&[], &argv);
     assert!(r.stdout.contains("planted"), "{}\n{}", a.label(), r.show());
     assert_eq!(r.code, Some(125), "{}\n{}", a.label(), r.show());
-    let argv: Vec<String> = ["git", "-C", &Fx::s(&a.proj), "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "--allow-empty", "-m", "next"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let _ = a.control(&argv);
+    users_next_commit(&a);
     assert!(!marker.exists(), "{}: ESCAPED: the planted hook ran on the user's commit", a.label());
 }
 
@@ -438,11 +443,7 @@ fn paths_the_users_git_config_names_with_a_tilde(u: User) {
     assert!(r.stdout.contains("tried"), "{}\n{}", a.label(), r.show());
     assert_eq!(fs::read_to_string(a.proj.join("git-extra")).unwrap(), "[user]\n", "{}: the include file was written\n{}", a.label(), r.show());
     assert!(!a.proj.join("hooks/pre-commit").exists(), "{}: a hook is planted\n{}", a.label(), r.show());
-    let argv: Vec<String> = ["git", "-C", &Fx::s(&a.proj), "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "--allow-empty", "-m", "next"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let _ = a.control(&argv);
+    users_next_commit(&a);
     assert!(!marker.exists(), "{}: ESCAPED: the user's git ran what the command planted", a.label());
 }
 
