@@ -23,7 +23,7 @@ pub(crate) struct Resolved {
     /// Directories holding protected paths: bound over themselves (still writable) so they
     /// cannot be renamed or removed (`mv .git .g`, `rm -rf .git`).
     pub(crate) pins: Vec<PathBuf>,
-    /// Hidden directories too big or deep to look for every link in (see [`linked_out`]).
+    /// Protected directories too big to look through for every link (see [`look_through`]).
     pub(crate) links_unseen: Vec<PathBuf>,
 }
 
@@ -175,6 +175,8 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
         }
     }
     let mut read_deny = Vec::new();
+    // Hidden directories with links leading out of them, and those links.
+    let mut outward: Vec<(PathBuf, Vec<(PathBuf, PathBuf)>)> = Vec::new();
     for pattern in &policy.read_deny {
         for r in expand(pattern) {
             let c = match look(&r, &policy.writable, &mut memo)? {
@@ -211,9 +213,18 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
             // with more than one is refused, anywhere (the names may lie anywhere on its file
             // system), and so is one in a hidden directory (found: `~/.ssh/id_rsa` read as
             // `~/backup/id_rsa`). pinfold's own hidden paths are not looked through.
+            // One look through a hidden directory finds both its files' other names and the
+            // links that lead out of it (used below).
             let walk = is_dir && !policy.own.iter().any(|o| c.starts_with(o));
-            if let Some((path, links)) = hard_linked(&c, walk, &mut links_unseen) {
+            let looked = look_through(&c, walk);
+            if looked.short {
+                links_unseen.push(c.clone());
+            }
+            if let Some((path, links)) = looked.second_name {
                 return Err(SandboxError::HardLinkedSecret { path, links });
+            }
+            if !looked.links_out.is_empty() {
+                outward.push((c.clone(), looked.links_out));
             }
             read_deny.push((c, is_dir));
         }
@@ -222,17 +233,13 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
     // directory hides the link, not the file at its real path (found: `~/.ssh/id_ed25519 ->
     // ~/dotfiles/ssh/id` read at the real path).
     let mut linked = Vec::new();
-    for (d, _) in read_deny.iter().filter(|(d, is_dir)| *is_dir && !policy.own.iter().any(|o| d.starts_with(o))) {
-        let (links, short) = linked_out(d);
-        if short {
-            links_unseen.push(d.clone());
-        }
+    for (d, links) in outward {
         for (link, t) in links {
             if read_deny.iter().chain(&linked).any(|(p, _): &(PathBuf, bool)| t.starts_with(p)) {
                 continue;
             }
             let holds = |p: &Path| p.starts_with(&t);
-            if holds(d) || writable.iter().any(|w| holds(w)) || holds(&policy.cwd) {
+            if holds(&d) || writable.iter().any(|w| holds(w)) || holds(&policy.cwd) {
                 return Err(SandboxError::HiddenLinkTooWide { link, target: t });
             }
             let is_dir = std::fs::metadata(&t).is_ok_and(|m| m.is_dir());
@@ -289,76 +296,73 @@ fn placeholder(d: &Path, policy: &Policy, writable: &[PathBuf], memo: &mut Memo,
     Ok(())
 }
 
-/// The first file at `c` (or, with `walk`, beneath the directory `c`, no link followed) with
-/// more than one name, and how many it has.
-fn hard_linked(c: &Path, walk: bool, short: &mut Vec<PathBuf>) -> Option<(PathBuf, u64)> {
+/// How many entries a look through a protected directory reads at most: a run does not pay
+/// for a big protected tree (the report's degraded list names one looked at in part).
+pub(crate) const LINKS_ENTRIES: usize = 2000;
+
+/// What a look through a protected path found.
+#[derive(Default)]
+struct Looked {
+    /// A file with more than one name (the path itself, or one beneath it), and how many.
+    second_name: Option<(PathBuf, u64)>,
+    /// The symbolic links beneath it that lead out of it (none followed), each with the real
+    /// path it leads to; links to nothing are left out.
+    links_out: Vec<(PathBuf, PathBuf)>,
+    /// The look stopped at [`LINKS_ENTRIES`].
+    short: bool,
+}
+
+/// Look at `c`: a file with more than one name, and, when `walk` and `c` is a directory,
+/// everything beneath it (stops at the first such file).
+fn look_through(c: &Path, walk: bool) -> Looked {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::symlink_metadata(c).ok()?;
+    let mut out = Looked::default();
+    let Ok(m) = std::fs::symlink_metadata(c) else { return out };
     if m.is_file() && m.nlink() > 1 {
-        return Some((c.to_path_buf(), m.nlink()));
+        out.second_name = Some((c.to_path_buf(), m.nlink()));
+        return out;
     }
     if !(walk && m.is_dir()) {
-        return None;
+        return out;
     }
-    // (Bounded as the look for links is: a run does not pay for a big protected tree.)
     let mut budget = LINKS_ENTRIES;
     let mut stack = vec![c.to_path_buf()];
     while let Some(dir) = stack.pop() {
         for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             if budget == 0 {
-                short.push(c.to_path_buf());
-                return None;
+                out.short = true;
+                return out;
             }
             budget -= 1;
             let Ok(kind) = e.file_type() else { continue };
             if kind.is_dir() {
                 stack.push(e.path());
-            } else if kind.is_file()
-                && let Ok(m) = e.metadata()
-                && m.nlink() > 1
-            {
-                return Some((e.path(), m.nlink()));
-            }
-        }
-    }
-    None
-}
-
-/// How far [`linked_out`] looks in a hidden directory: levels below it, and entries in all.
-pub(crate) const LINKS_DEPTH: usize = 3;
-pub(crate) const LINKS_ENTRIES: usize = 2000;
-
-/// The symbolic links inside the directory `dir` (none followed; [`LINKS_DEPTH`] levels and
-/// [`LINKS_ENTRIES`] entries at most, so that a run does not pay for a big hidden tree) that
-/// lead out of it, each with the real path it leads to, and whether the look stopped short.
-/// Links to nothing are left out.
-fn linked_out(dir: &Path) -> (Vec<(PathBuf, PathBuf)>, bool) {
-    let mut out = Vec::new();
-    let mut stack = vec![(dir.to_path_buf(), 0usize)];
-    let mut budget = LINKS_ENTRIES;
-    let mut short = false;
-    while let Some((at, depth)) = stack.pop() {
-        for e in std::fs::read_dir(&at).into_iter().flatten().flatten() {
-            if budget == 0 {
-                return (out, true);
-            }
-            budget -= 1;
-            let Ok(kind) = e.file_type() else { continue };
-            if kind.is_dir() {
-                if depth + 1 >= LINKS_DEPTH {
-                    short = true;
-                    continue;
+            } else if kind.is_file() {
+                if let Ok(m) = e.metadata()
+                    && m.nlink() > 1
+                {
+                    out.second_name = Some((e.path(), m.nlink()));
+                    return out;
                 }
-                stack.push((e.path(), depth + 1));
             } else if kind.is_symlink()
                 && let Ok(t) = sys::canonicalize(&e.path())
-                && !t.starts_with(dir)
+                && !t.starts_with(c)
             {
-                out.push((e.path(), t));
+                out.links_out.push((e.path(), t));
             }
         }
     }
-    (out, short)
+    out
+}
+
+/// A file with more than one name at `c` or (when `walk`) beneath it; `c` goes to `short`
+/// when the look stopped early.
+fn hard_linked(c: &Path, walk: bool, short: &mut Vec<PathBuf>) -> Option<(PathBuf, u64)> {
+    let looked = look_through(c, walk);
+    if looked.short {
+        short.push(c.to_path_buf());
+    }
+    looked.second_name
 }
 
 /// The placeholder for a missing deny path: the path itself (an empty file) when its parent
@@ -818,7 +822,7 @@ pub(crate) fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
     }
     for d in &r.links_unseen {
         report.degraded.push(format!(
-            "links in the protected directory {}: looked for in its first {LINKS_ENTRIES} entries ({LINKS_DEPTH} levels deep for symbolic links) only; a link beyond leaves the file open through it",
+            "links in the protected directory {}: looked for in its first {LINKS_ENTRIES} entries only; a link beyond leaves the file open through it",
             d.display()
         ));
     }
