@@ -39,6 +39,8 @@ both_users!(
     a_project_inside_a_home_dot_directory,
     a_local_clone_sharing_objects_runs,
     paths_the_users_git_config_names_with_a_tilde,
+    home_files_linked_into_the_project,
+    programs_the_users_git_config_names,
 );
 
 /// The `.git/commondir` attack: copy the repository's objects and refs to `.git/evil/`, give
@@ -826,4 +828,75 @@ fn write_tool_refused(fx: &Fx, path: &str, what: &str) {
     let argv = vec![pinfold_bin(), "hook".into(), "claude-code".into()];
     let h = run_cmd(fx.cmd(&argv), argv.join(" "), Some(payload.to_string().into_bytes()), TIMEOUT);
     assert!(h.stdout.contains("\"permissionDecision\":\"deny\""), "{}: {what} on {path} was not refused\n{}", fx.label(), h.show());
+}
+
+// Found by a third outside attack.
+
+/// The project is a dotfiles repository the home directory's files link into (`~/.gitconfig
+/// -> proj/gitconfig`, `~/.config/git -> proj/git`, `~/.local/bin/tool -> proj/bin/tool`, and
+/// `~/.npmrc` leading to a file not made yet): what they lead to is read-only in the sandbox
+/// and one made there is moved aside, so the user's git runs no planted `core.fsmonitor` (found:
+/// all writable but the shell start-up files). The control: a project file nothing links to.
+fn home_files_linked_into_the_project(u: User) {
+    let a = Fx::new(u, "home_files_linked_into_the_project");
+    a.put(&a.proj.join("gitconfig"), "[user]\n");
+    a.put(&a.proj.join("git/config"), "[user]\n");
+    a.put(&a.proj.join("bin/tool"), "#!/bin/sh\n");
+    fs::create_dir_all(a.home.join(".config")).unwrap();
+    fs::create_dir_all(a.home.join(".local/bin")).unwrap();
+    std::os::unix::fs::symlink(a.proj.join("gitconfig"), a.home.join(".gitconfig")).unwrap();
+    std::os::unix::fs::symlink(a.proj.join("git"), a.home.join(".config/git")).unwrap();
+    std::os::unix::fs::symlink(a.proj.join("bin/tool"), a.home.join(".local/bin/tool")).unwrap();
+    std::os::unix::fs::symlink(a.proj.join("npmrc"), a.home.join(".npmrc")).unwrap();
+    a.own();
+    let marker = a.out.join("fsmonitor-ran");
+    let fsm = format!("[core]\\n\\tfsmonitor = \"touch {} #\"\\n", Fx::s(&marker));
+    let argv = a.sh_script(
+        "dotfiles",
+        &format!(
+            "printf '{fsm}' >> gitconfig; printf '{fsm}' >> git/config; echo 'echo evil' >> bin/tool; echo 'script-shell=/tmp/x' > npmrc; echo x > notes.txt; echo tried\n"
+        ),
+    );
+    let r = a.exec(&[], &argv);
+    assert!(r.stdout.contains("tried"), "{}\n{}", a.label(), r.show());
+    assert_eq!(r.code, Some(125), "{}: a control file was made: the run must fail\n{}", a.label(), r.show());
+    assert_eq!(fs::read_to_string(a.proj.join("gitconfig")).unwrap(), "[user]\n", "{}: ~/.gitconfig's target changed\n{}", a.label(), r.show());
+    assert_eq!(fs::read_to_string(a.proj.join("git/config")).unwrap(), "[user]\n", "{}: ~/.config/git/config changed\n{}", a.label(), r.show());
+    assert_eq!(fs::read_to_string(a.proj.join("bin/tool")).unwrap(), "#!/bin/sh\n", "{}: ~/.local/bin/tool changed\n{}", a.label(), r.show());
+    assert!(!a.proj.join("npmrc").exists(), "{}: ~/.npmrc's target is left planted\n{}", a.label(), r.show());
+    assert_eq!(fs::read_to_string(a.proj.join("notes.txt")).unwrap(), "x\n", "{}: the control: a file nothing links to\n{}", a.label(), r.show());
+    assert!(!host_git_status_runs(&a, &a.proj.clone(), &marker), "{}: ESCAPED: the user's git ran the planted fsmonitor", a.label());
+}
+
+/// Programs the user's git configuration names that lie in the project (`core.fsmonitor =
+/// tools/fsm.sh`, an alias `!sh ~/../proj/tools/st.sh`, `core.pager`, `credential.helper`):
+/// read-only in the sandbox, so a command cannot rewrite what the user's next `git status`
+/// runs (found: they were writable). The control: a script no configuration names.
+fn programs_the_users_git_config_names(u: User) {
+    let a = Fx::new(u, "programs_the_users_git_config_names");
+    let proj = Fx::s(&a.proj);
+    a.put(
+        &a.home.join(".gitconfig"),
+        &format!(
+            "[core]\n\tfsmonitor = tools/fsm.sh\n\tpager = {proj}/tools/pager.sh -R\n[alias]\n\tst = !sh ~/../proj/tools/st.sh\n[credential \"https://example.invalid\"]\n\thelper = \"!{proj}/tools/cred.sh\"\n"
+        ),
+    );
+    let ok = "#!/bin/sh\nexit 0\n";
+    for f in ["tools/fsm.sh", "tools/pager.sh", "tools/st.sh", "tools/cred.sh", "tools/other.sh"] {
+        a.put(&a.proj.join(f), ok);
+        fs::set_permissions(a.proj.join(f), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    a.own();
+    let marker = a.out.join("planted-ran");
+    let argv = a.sh_script(
+        "programs",
+        &format!("for f in fsm pager st cred other; do printf '#!/bin/sh\\ntouch {}\\n' > tools/$f.sh; done; echo tried\n", Fx::s(&marker)),
+    );
+    let r = a.exec(&[], &argv);
+    assert!(r.stdout.contains("tried"), "{}\n{}", a.label(), r.show());
+    for f in ["fsm", "pager", "st", "cred"] {
+        assert_eq!(fs::read_to_string(a.proj.join(format!("tools/{f}.sh"))).unwrap(), ok, "{}: tools/{f}.sh, named by the user's git config, changed\n{}", a.label(), r.show());
+    }
+    assert_ne!(fs::read_to_string(a.proj.join("tools/other.sh")).unwrap(), ok, "{}: the control: a script no configuration names\n{}", a.label(), r.show());
+    assert!(!host_git_status_runs(&a, &a.proj.clone(), &marker), "{}: ESCAPED: the user's git ran a rewritten fsmonitor", a.label());
 }

@@ -639,3 +639,73 @@ fn a_hidden_files_other_name_is_not_read_by_the_file_tools() {
     let o = w.hook("Grep", json!({"pattern": "KEY", "path": src}));
     assert_eq!(decision(&o), "none", "Grep with the other name gone: {}", o.stdout);
 }
+
+/// A link in a hidden directory (`~/.ssh/id_ed25519 -> ~/dotfiles/ssh/id`), and a hidden
+/// directory that is itself a link (`~/.gnupg -> dotfiles/gpg`): the Read and Grep tools are
+/// refused where they lead, as `pinfold exec` hides it there (found by an outside attack: the
+/// hook judged the path alone, and the Read tool returned the key). A file beside them that
+/// nothing hidden leads to stays readable (the control).
+#[test]
+fn what_a_hidden_link_leads_to_is_not_read_by_the_file_tools() {
+    let w = World::new();
+    let dotfiles = w.root.join("dotfiles");
+    for (rel, text) in [("ssh/id", "KEY-ssh\n"), ("gpg/key", "KEY-gpg\n"), ("notes.txt", "plain\n")] {
+        fs::create_dir_all(dotfiles.join(rel).parent().unwrap()).unwrap();
+        fs::write(dotfiles.join(rel), text).unwrap();
+    }
+    fs::create_dir_all(w.home.join(".ssh")).unwrap();
+    std::os::unix::fs::symlink(dotfiles.join("ssh/id"), w.home.join(".ssh/id_ed25519")).unwrap();
+    std::os::unix::fs::symlink(dotfiles.join("gpg"), w.home.join(".gnupg")).unwrap();
+    let decision = |o: &Out| -> String {
+        assert_eq!(o.code, 0, "hook failed: {}", o.stderr);
+        if o.stdout.trim().is_empty() {
+            return "none".into();
+        }
+        let v: Value = serde_json::from_str(&o.stdout).expect("JSON out");
+        v["hookSpecificOutput"]["permissionDecision"].as_str().unwrap_or("none").to_string()
+    };
+    for target in [dotfiles.join("ssh/id"), dotfiles.join("gpg/key")] {
+        let o = w.hook("Read", json!({"file_path": target}));
+        assert_eq!(decision(&o), "deny", "Read of {}: {}", target.display(), o.stdout);
+        assert!(o.stdout.contains("leads"), "{}", o.stdout);
+    }
+    let o = w.hook("Grep", json!({"pattern": "KEY", "path": dotfiles}));
+    assert_eq!(decision(&o), "deny", "Grep of the directory holding the targets: {}", o.stdout);
+    let o = w.hook("Read", json!({"file_path": dotfiles.join("notes.txt")}));
+    assert_eq!(decision(&o), "none", "the control: a file nothing hidden leads to: {}", o.stdout);
+}
+
+/// The home directory's files as links into the project (a dotfiles repository: `~/.gitconfig
+/// -> proj/gitconfig`, `~/.config/git -> proj/git`, `~/.local/bin/tool -> proj/bin/tool`, and
+/// `~/.npmrc` leading to a file not made yet): the Write tool is refused each target, as a
+/// control file git, a shell or a toolchain reads outside the sandbox (found by an outside
+/// attack: they were writable, and the user's git ran a planted `core.fsmonitor`). A file of
+/// the project nothing links to stays writable (the control).
+#[test]
+fn the_file_tools_do_not_write_where_home_files_lead() {
+    let w = World::new();
+    w.put("gitconfig", "[user]\n");
+    w.put("git/config", "[user]\n");
+    w.put("bin/tool", "#!/bin/sh\n");
+    fs::create_dir_all(w.home.join(".config")).unwrap();
+    fs::create_dir_all(w.home.join(".local/bin")).unwrap();
+    std::os::unix::fs::symlink(w.proj.join("gitconfig"), w.home.join(".gitconfig")).unwrap();
+    std::os::unix::fs::symlink(w.proj.join("git"), w.home.join(".config/git")).unwrap();
+    std::os::unix::fs::symlink(w.proj.join("bin/tool"), w.home.join(".local/bin/tool")).unwrap();
+    std::os::unix::fs::symlink(w.proj.join("npmrc"), w.home.join(".npmrc")).unwrap();
+    let decision = |o: &Out| -> String {
+        assert_eq!(o.code, 0, "hook failed: {}", o.stderr);
+        if o.stdout.trim().is_empty() {
+            return "none".into();
+        }
+        let v: Value = serde_json::from_str(&o.stdout).expect("JSON out");
+        v["hookSpecificOutput"]["permissionDecision"].as_str().unwrap_or("none").to_string()
+    };
+    for rel in ["gitconfig", "git/config", "bin/tool", "npmrc"] {
+        let o = w.hook("Write", json!({"file_path": w.proj.join(rel), "content": "[core]\n\tfsmonitor = x\n"}));
+        assert_eq!(decision(&o), "deny", "Write of {rel}: {}", o.stdout);
+        assert!(o.stdout.contains("home directory"), "{}", o.stdout);
+    }
+    let o = w.hook("Write", json!({"file_path": w.proj.join("notes.txt"), "content": "x\n"}));
+    assert_ne!(decision(&o), "deny", "the control: a project file nothing links to: {}", o.stdout);
+}

@@ -388,6 +388,13 @@ impl Guard {
                 let open = |p: &Path| writable.iter().any(|w| p.starts_with(w)) && !lifted.iter().any(|l| p.starts_with(l) || real(l) == p);
                 let caches: Vec<PathBuf> = HOME_CACHES.iter().map(|c| h.join(c)).collect();
                 g.home_dir_around_caches(&root, &caches, &open);
+            } else {
+                // The home directory's files that are links into a writable root: what they
+                // lead to is read-only, and watched where it does not exist yet.
+                let open = |p: &Path| writable.iter().any(|w| p.starts_with(w)) && !lifted.iter().any(|l| p.starts_with(l) || real(l) == p);
+                for t in home_links_into(&h, &writable) {
+                    g.add(t, Family::Home, &open);
+                }
             }
         }
         g.anchor(root);
@@ -894,6 +901,25 @@ fn config_paths(files: &[PathBuf], root: &Path, home: Option<&Path>) -> Vec<Path
             let key = key.trim().to_ascii_lowercase();
             let value = value.trim().trim_matches('"');
             let include = (section == "include" || section == "includeif") && key == "path";
+            if runs_program(&section, &key) {
+                // A program git runs (a shell command line): each of its words that names a
+                // path, taken from the top of the work tree as git runs it, or the home
+                // directory (`~/`).
+                for word in value.split_whitespace() {
+                    let w = word.trim_matches(['"', '\'']).trim_start_matches('!');
+                    if !w.contains('/') || w.starts_with('-') {
+                        continue;
+                    }
+                    let p = match expand_tilde(w, home) {
+                        Some(p) => p,
+                        None if w.starts_with('~') => continue,
+                        None if Path::new(w).is_absolute() => PathBuf::from(w),
+                        None => root.join(w),
+                    };
+                    out.push(pinfold_policy::matcher::normalize(&p));
+                }
+                continue;
+            }
             let base = if section == "core" && key == "hookspath" {
                 root
             } else if include {
@@ -921,6 +947,26 @@ fn config_paths(files: &[PathBuf], root: &Path, home: Option<&Path>) -> Vec<Path
         }
     }
     out
+}
+
+/// Whether git runs the value of `section.key` (subsection left out) as a program or a shell
+/// command: a pager, an editor, an ssh, a credential helper, a signing program, a filter, a
+/// diff or merge driver, an alias starting with `!`, a file-system monitor.
+fn runs_program(section: &str, key: &str) -> bool {
+    matches!(
+        (section, key),
+        ("core", "pager" | "editor" | "sshcommand" | "askpass" | "fsmonitor" | "gitproxy")
+            | ("sequence", "editor")
+            | ("credential", "helper")
+            | ("gpg", "program")
+            | ("diff", "external" | "command" | "textconv")
+            | ("merge", "driver")
+            | ("filter", "clean" | "smudge" | "process")
+            | ("alias" | "pager", _)
+            | ("web", "browser")
+            | ("browser" | "difftool" | "mergetool", "cmd" | "path")
+            | ("uploadpack", "packobjectshook")
+    )
 }
 
 /// `~/rest` and `~user/rest` as git expands them (`None`: no tilde, or a user with no home).
@@ -988,6 +1034,86 @@ fn harmless_new_repo(dotgit: &Path) -> bool {
     true
 }
 
+/// The home directory's directories whose entries programs outside the sandbox read or run
+/// (beside the home directory's own dot entries and `bin`), looked in for links.
+const HOME_LINK_DIRS: &[&str] = &[".config", ".local/bin", "bin", ".cargo", ".cargo/bin", "go/bin", ".claude", ".gemini", ".codex", ".cursor", ".ssh", ".gnupg"];
+
+/// How many entries [`home_links_into`] reads at most.
+const HOME_LINK_ENTRIES: usize = 2000;
+
+/// What the home directory's control files lead to inside a writable root: where
+/// `~/.gitconfig`, `~/.npmrc`, `~/.config/git/config`, `~/.local/bin/tool` or `~/.config`
+/// itself is a symbolic link into one (a dotfiles repository as the project), the real path it
+/// leads to, existing or not. A command writing there rewrites the file git, a shell or a
+/// toolchain reads outside the sandbox (found by an outside attack: `~/.gitconfig` linked into
+/// the project, a planted `core.fsmonitor` ran on the user's next `git status`). Looked for:
+/// the home directory's dot entries and `bin`, the entries of [`HOME_LINK_DIRS`] and, in
+/// `~/.config`, one level further. Empty when the home directory itself lies in a writable
+/// root (then every dot entry is protected where it is).
+pub fn home_links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let writable: Vec<PathBuf> = writable.iter().map(|w| real(w)).collect();
+    let inside = |p: &Path| writable.iter().any(|w| p.starts_with(w));
+    let home_real = real(home);
+    if inside(&home_real) {
+        return Vec::new();
+    }
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut budget = HOME_LINK_ENTRIES;
+    let mut look = |dir: &Path, pick: &dyn Fn(&std::ffi::OsStr) -> bool, deeper: bool, out: &mut Vec<PathBuf>| {
+        let mut subdirs = Vec::new();
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if budget == 0 {
+                break;
+            }
+            budget -= 1;
+            let name = e.file_name();
+            if !pick(&name) {
+                continue;
+            }
+            let Ok(kind) = e.file_type() else { continue };
+            if kind.is_dir() && deeper {
+                subdirs.push(e.path());
+            }
+            if !kind.is_symlink() {
+                continue;
+            }
+            let link = e.path();
+            let target = match std::fs::canonicalize(&link) {
+                Ok(t) => t,
+                // A link to nothing yet: where it would create its file.
+                Err(_) => match std::fs::read_link(&link) {
+                    Ok(text) => {
+                        let t = real(dir).join(text);
+                        match (t.parent().and_then(|p| std::fs::canonicalize(p).ok()), t.file_name()) {
+                            (Some(p), Some(n)) if n != ".." && n != "." => p.join(n),
+                            _ => continue,
+                        }
+                    }
+                    Err(_) => continue,
+                },
+            };
+            if inside(&target) && !out.contains(&target) {
+                out.push(target);
+            }
+        }
+        subdirs
+    };
+    let dot_or_bin = |n: &std::ffi::OsStr| n.as_encoded_bytes().starts_with(b".") || n == "bin";
+    look(home, &dot_or_bin, false, &mut out);
+    for d in HOME_LINK_DIRS {
+        let dir = home.join(d);
+        // A directory that is itself a link into a writable root is protected whole (above).
+        if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+            let deeper = *d == ".config";
+            for sub in look(&dir, &|_| true, deeper, &mut out) {
+                look(&sub, &|_| true, false, &mut out);
+            }
+        }
+    }
+    out
+}
+
 /// Whether `root` lies inside a dot entry (or `bin`) of the home directory `home`, and not in
 /// one of its caches (`~/.cache/…` builds stay ordinary projects).
 fn in_home_dot_entry(home: &Path, root: &Path) -> bool {
@@ -1023,6 +1149,12 @@ pub fn is_control(root: &Path, cwd: &Path, home: Option<&Path>, lifted: &[PathBu
         && git().any(|g| first.as_os_str() == *g)
     {
         return Some(Family::Git);
+    }
+    if let Some(h) = home
+        && !in_home_dot_entry(h, root)
+        && home_links_into(h, &[root.to_path_buf()]).iter().any(|t| path.starts_with(t))
+    {
+        return Some(Family::Home);
     }
     if let Some(h) = home
         && in_home_dot_entry(h, root)

@@ -155,24 +155,36 @@ pub fn read_check_in(preset: &SandboxPreset, cwd: &Path, path: &str, contents_be
         return Some(format!("`{}` is unreadable in the `{}` sandbox (`{d}`)", lex.display(), preset.name));
     }
     // Another name of a hidden file (`ln .env notes`, made before the file held the secret):
-    // `pinfold exec` refuses every run while one exists; the tools refuse to read it. Looked
-    // for only when it matters: a file with more than one name, or a search of a directory.
-    // (pinfold's own hidden files are left out: no command or tool reaches them to link them.)
+    // `pinfold exec` refuses every run while one exists; the tools refuse to read it. And
+    // what a link in a hidden directory leads to, which `pinfold exec` hides with it. (pinfold's
+    // own hidden files are left out: no command or tool reaches them to link them.)
     {
         use std::os::unix::fs::MetadataExt;
+        let looked = look_through_hidden(&preset.read_deny, cwd, dirs);
+        // Where a link in a hidden directory leads (`~/.ssh/id_ed25519 -> ~/dotfiles/ssh/id`):
+        // `pinfold exec` hides it with the directory.
+        for (link, t) in &looked.links_out {
+            if canon.starts_with(t) || (contents_below && t.starts_with(&canon)) {
+                return Some(format!(
+                    "`{}` is where `{}` leads, which the `{}` sandbox hides (with what it leads to)",
+                    if canon.starts_with(t) { lex.display() } else { t.display() },
+                    link.display(),
+                    preset.name
+                ));
+            }
+        }
         match std::fs::metadata(&canon) {
             Ok(m) if m.is_file() && m.nlink() > 1 => {
-                let linked = hidden_with_other_names(&preset.read_deny, cwd, dirs);
-                if let Some((_, _, d)) = linked.iter().find(|(dev, ino, _)| *dev == m.dev() && *ino == m.ino()) {
-                    return Some(format!("`{}` is another name (a hard link) of `{}`, which the `{}` sandbox hides", lex.display(), d.display(), preset.name));
+                if let Some(d) = looked.second_names.iter().find(|s| s.dev == m.dev() && s.ino == m.ino()) {
+                    return Some(format!("`{}` is another name (a hard link) of `{}`, which the `{}` sandbox hides", lex.display(), d.path.display(), preset.name));
                 }
             }
             Ok(m) if m.is_dir() && contents_below => {
-                if let Some((_, _, d)) = hidden_with_other_names(&preset.read_deny, cwd, dirs).first() {
+                if let Some(d) = looked.second_names.first() {
                     return Some(format!(
                         "`{}` has another name (a hard link) somewhere, which a search could read; remove it (`find / -xdev -samefile {}`) before searching",
-                        d.display(),
-                        d.display()
+                        d.path.display(),
+                        d.path.display()
                     ));
                 }
             }
@@ -191,29 +203,21 @@ pub fn read_check_in(preset: &SandboxPreset, cwd: &Path, path: &str, contents_be
     None
 }
 
-/// The hidden files (the `hidden` entries, and the files in hidden directories) that have more
-/// than one name: (device, inode, path).
-fn hidden_with_other_names(hidden: &[String], cwd: &Path, dirs: &Dirs) -> Vec<(u64, u64, PathBuf)> {
-    use std::os::unix::fs::MetadataExt;
-    let mut found = Vec::new();
-    let look = |p: &Path, found: &mut Vec<(u64, u64, PathBuf)>| {
-        let mut stack = vec![p.to_path_buf()];
-        // (Bounded: a hidden tree of more files than this is not walked further.)
-        let mut budget = 10_000usize;
-        while let Some(at) = stack.pop() {
-            let Ok(m) = std::fs::symlink_metadata(&at) else { continue };
-            if m.is_file() && m.nlink() > 1 {
-                found.push((m.dev(), m.ino(), at));
-            } else if m.is_dir() {
-                for e in std::fs::read_dir(&at).into_iter().flatten().flatten() {
-                    if budget == 0 {
-                        return;
-                    }
-                    budget -= 1;
-                    stack.push(e.path());
-                }
-            }
+/// One look through the hidden paths (the `hidden` entries, globs matched): their files with
+/// more than one name, and the links in hidden directories that lead out of them — the same
+/// look `pinfold exec` takes ([`pinfold_sandbox::look_through`]).
+fn look_through_hidden(hidden: &[String], cwd: &Path, dirs: &Dirs) -> pinfold_sandbox::Looked {
+    let mut found = pinfold_sandbox::Looked::default();
+    let look = |p: &Path, found: &mut pinfold_sandbox::Looked| {
+        // A hidden path that is itself a link (`~/.ssh -> dotfiles/ssh`): hidden at both.
+        let Ok(real) = std::fs::canonicalize(p) else { return };
+        if real != p {
+            found.links_out.push((p.to_path_buf(), real.clone()));
         }
+        let l = pinfold_sandbox::look_through(&real, true);
+        found.second_names.extend(l.second_names);
+        found.links_out.extend(l.links_out);
+        found.short |= l.short;
     };
     for d in hidden {
         let (entry, _) = resolve(cwd, d, dirs.home.as_deref());

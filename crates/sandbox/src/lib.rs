@@ -71,7 +71,7 @@ pub use landlock_layer::{Enforcement, LandlockReport};
 /// namespaces; it creates the others and the policy-independent part of the mount tree while the caller
 /// is still deciding what to run; [`Policy::run_prestarted`] then sends it the spec. Dropped
 /// unused, it is killed. What is enforced is the same either way.
-pub use parent::{held_placeholder, Prestart};
+pub use parent::{held_placeholder, look_through, Looked, Prestart, SecondName, LINKS_ENTRIES};
 pub use probe::{probe, Availability};
 pub use seccomp::RULES as SECCOMP_RULES;
 pub use sys::note_caller_sigpipe;

@@ -220,8 +220,8 @@ fn resolve(policy: &Policy) -> Result<Resolved, SandboxError> {
             if looked.short {
                 links_unseen.push(c.clone());
             }
-            if let Some((path, links)) = looked.second_name {
-                return Err(SandboxError::HardLinkedSecret { path, links });
+            if let Some(s) = looked.second_names.into_iter().next() {
+                return Err(SandboxError::HardLinkedSecret { path: s.path, links: s.links });
             }
             if !looked.links_out.is_empty() {
                 outward.push((c.clone(), looked.links_out));
@@ -298,28 +298,41 @@ fn placeholder(d: &Path, policy: &Policy, writable: &[PathBuf], memo: &mut Memo,
 
 /// How many entries a look through a protected directory reads at most: a run does not pay
 /// for a big protected tree (the report's degraded list names one looked at in part).
-pub(crate) const LINKS_ENTRIES: usize = 2000;
+pub const LINKS_ENTRIES: usize = 2000;
 
-/// What a look through a protected path found.
-#[derive(Default)]
-struct Looked {
-    /// A file with more than one name (the path itself, or one beneath it), and how many.
-    second_name: Option<(PathBuf, u64)>,
-    /// The symbolic links beneath it that lead out of it (none followed), each with the real
-    /// path it leads to; links to nothing are left out.
-    links_out: Vec<(PathBuf, PathBuf)>,
-    /// The look stopped at [`LINKS_ENTRIES`].
-    short: bool,
+/// A file with more than one name found by [`look_through`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecondName {
+    pub path: PathBuf,
+    pub dev: u64,
+    pub ino: u64,
+    /// How many names it has.
+    pub links: u64,
 }
 
-/// Look at `c`: a file with more than one name, and, when `walk` and `c` is a directory,
-/// everything beneath it (stops at the first such file).
-fn look_through(c: &Path, walk: bool) -> Looked {
+/// What a look through a hidden or protected path found.
+#[derive(Debug, Default)]
+pub struct Looked {
+    /// The files with more than one name: the path itself, or those beneath it.
+    pub second_names: Vec<SecondName>,
+    /// The symbolic links beneath it that lead out of it (none followed), each with the real
+    /// path it leads to; links to nothing are left out.
+    pub links_out: Vec<(PathBuf, PathBuf)>,
+    /// The look stopped at [`LINKS_ENTRIES`].
+    pub short: bool,
+}
+
+/// Look at `c`: whether it is a file with more than one name, and, when `walk` and `c` is a
+/// directory, everything beneath it (at most [`LINKS_ENTRIES`] entries, links not followed).
+/// `pinfold exec` refuses a run while a hidden or protected file has another name and hides
+/// where the links lead; the agent's file tools refuse the same paths.
+pub fn look_through(c: &Path, walk: bool) -> Looked {
     use std::os::unix::fs::MetadataExt;
     let mut out = Looked::default();
     let Ok(m) = std::fs::symlink_metadata(c) else { return out };
+    let second = |path: PathBuf, m: &std::fs::Metadata| SecondName { path, dev: m.dev(), ino: m.ino(), links: m.nlink() };
     if m.is_file() && m.nlink() > 1 {
-        out.second_name = Some((c.to_path_buf(), m.nlink()));
+        out.second_names.push(second(c.to_path_buf(), &m));
         return out;
     }
     if !(walk && m.is_dir()) {
@@ -341,8 +354,7 @@ fn look_through(c: &Path, walk: bool) -> Looked {
                 if let Ok(m) = e.metadata()
                     && m.nlink() > 1
                 {
-                    out.second_name = Some((e.path(), m.nlink()));
-                    return out;
+                    out.second_names.push(second(e.path(), &m));
                 }
             } else if kind.is_symlink()
                 && let Ok(t) = sys::canonicalize(&e.path())
@@ -362,7 +374,7 @@ fn hard_linked(c: &Path, walk: bool, short: &mut Vec<PathBuf>) -> Option<(PathBu
     if looked.short {
         short.push(c.to_path_buf());
     }
-    looked.second_name
+    looked.second_names.into_iter().next().map(|s| (s.path, s.links))
 }
 
 /// The placeholder for a missing deny path: the path itself (an empty file) when its parent
