@@ -31,6 +31,8 @@ both_users!(
     a_path_too_long_to_resolve_is_refused,
     a_run_in_a_nested_repository_holds_the_outer_undo,
     a_directory_ignored_by_an_earlier_run_is_still_kept,
+    a_nested_repository_comes_back,
+    a_directory_replaced_by_a_link_comes_back,
 );
 // Mounting a small file system to fill needs root; the outcome does not depend on the user.
 only_user!(root: a_full_disk_fails_the_change_and_keeps_the_file);
@@ -160,6 +162,60 @@ fn a_directory_ignored_by_an_earlier_run_is_still_kept(u: User) {
     let mut expected = before.clone();
     expected.retain(|p, _| !p.starts_with("target"));
     assert_eq!(tree(&fx.proj), expected, "{}: after undo\n{}", fx.label(), un.show());
+}
+
+/// A repository nested in the project (`lib/`, its own `.git`, a commit pushed nowhere):
+/// `rm -rf lib/.git` and `rm -rf lib` are undone, history and all (found by an outside
+/// attack: undo kept nothing of a nested `.git`, and its commits were gone).
+fn a_nested_repository_comes_back(u: User) {
+    let fx = Fx::new(u, "a_nested_repository_comes_back");
+    populate(&fx);
+    let lib = fx.proj.join("lib");
+    fx.put(&lib.join("a.txt"), "lib work\n");
+    let l = Fx::s(&lib);
+    fx.host_ok(&["git", "-C", &l, "init", "-q"]);
+    fx.host_ok(&["git", "-C", &l, "add", "a.txt"]);
+    fx.host_ok(&["git", "-C", &l, "commit", "-q", "-m", "unpushed work"]);
+    fx.own();
+    let before = tree(&fx.proj);
+    assert!(before.keys().any(|p| p.starts_with("lib/.git/objects")), "{}: the nested repository has no objects: the case proves nothing", fx.label());
+    let log = || {
+        let argv: Vec<String> = ["git", "-c", "safe.directory=*", "-C", &l, "log", "--format=%s"].iter().map(|s| s.to_string()).collect();
+        fx.control(&argv).stdout
+    };
+    for cmd in ["rm -rf lib/.git", "rm -rf lib"] {
+        let r = fx.exec(&[], &[cmd.to_string()]);
+        assert_eq!(r.code, Some(0), "{}: {cmd}\n{}", fx.label(), r.show());
+        assert!(!lib.join(".git").exists(), "{}: {cmd} removed nothing", fx.label());
+        let un = pinfold(&fx, &["undo"]);
+        assert_eq!(un.code, Some(0), "{}: undo of {cmd}\n{}", fx.label(), un.show());
+        assert_eq!(tree(&fx.proj), before, "{}: after the undo of {cmd}\n{}", fx.label(), un.show());
+        assert_eq!(log().trim(), "unpushed work", "{}: the nested repository's history after the undo of {cmd}", fx.label());
+    }
+}
+
+/// A command that removes a directory and puts a link (or a file) in its place (`rm -rf src
+/// && ln -s /tmp src`): the undo removes the link and makes the directory again with what it
+/// held, and a redo puts the link back (found by an outside attack: the undo left `src` a
+/// link and said every path was as it was).
+fn a_directory_replaced_by_a_link_comes_back(u: User) {
+    let fx = Fx::new(u, "a_directory_replaced_by_a_link_comes_back");
+    populate(&fx);
+    let before = tree(&fx.proj);
+    let r = fx.exec(&[], &["rm -rf src notes.txt && ln -s /tmp src && mkdir notes.txt".to_string()]);
+    assert_eq!(r.code, Some(0), "{}\n{}", fx.label(), r.show());
+    let after = tree(&fx.proj);
+    assert_eq!(after.get(Path::new("src")).map(String::as_str), Some("link /tmp"), "{}", fx.label());
+    let un = pinfold(&fx, &["undo"]);
+    assert_eq!(un.code, Some(0), "{}: undo\n{}", fx.label(), un.show());
+    assert_eq!(tree(&fx.proj), before, "{}: after the undo\n{}", fx.label(), un.show());
+    assert!(!un.stdout.contains("left as they are"), "{}: the undo left something\n{}", fx.label(), un.show());
+    let redo = pinfold(&fx, &["undo", "--redo"]);
+    assert_eq!(redo.code, Some(0), "{}: redo\n{}", fx.label(), redo.show());
+    assert_eq!(tree(&fx.proj), after, "{}: after the redo\n{}", fx.label(), redo.show());
+    let un = pinfold(&fx, &["undo"]);
+    assert_eq!(un.code, Some(0), "{}: the second undo\n{}", fx.label(), un.show());
+    assert_eq!(tree(&fx.proj), before, "{}: after the second undo\n{}", fx.label(), un.show());
 }
 
 fn a_command_that_changes_nothing_leaves_no_record(u: User) {
@@ -508,17 +564,17 @@ fn a_run_in_a_nested_repository_holds_the_outer_undo(u: User) {
     assert_eq!(r.code, Some(0), "{}: the recorded run\n{}", fx.label(), r.show());
     let r = fx.exec(&[], &["git init -q src".to_string()]);
     assert_eq!(r.code, Some(0), "{}: git init src\n{}", fx.label(), r.show());
-    // Once the run has ended, the outer undo works (`git init` changed nothing undo keeps,
-    // so the last record is the `rm`).
+    // Once the run has ended, the outer undo works: of the last two records, `git init` (a
+    // nested repository's `.git` is kept like any directory) and the `rm`.
     let (src, removed) = (fx.proj.join("src"), fx.proj.join("src/deep/b.rs"));
-    undo_refused_while_a_run_goes_on(&mut fx, &src, &removed, "nested run");
+    undo_refused_while_a_run_goes_on(&mut fx, &src, &removed, "nested run", "2");
 }
 
 /// While `pinfold exec` runs in `dir` (started, then three seconds, then it writes
 /// `later.txt`), an undo in the project refuses and changes nothing (`removed` stays gone);
-/// once the run has ended, the same undo puts `removed` back (the control). `what` names the
-/// run in messages.
-fn undo_refused_while_a_run_goes_on(fx: &mut Fx, dir: &Path, removed: &Path, what: &str) {
+/// once the run has ended, the same undo (`pinfold undo BACK`) puts `removed` back (the
+/// control). `what` names the run in messages.
+fn undo_refused_while_a_run_goes_on(fx: &mut Fx, dir: &Path, removed: &Path, what: &str, back: &str) {
     let outer = fx.cwd.clone();
     fx.cwd = dir.to_path_buf();
     let argv = fx.exec_argv(&[], &["echo started; sleep 3; echo later > later.txt".to_string()]);
@@ -527,13 +583,13 @@ fn undo_refused_while_a_run_goes_on(fx: &mut Fx, dir: &Path, removed: &Path, wha
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "started", "{}: the {what} did not start", fx.label());
-    let busy = pinfold(fx, &["undo"]);
+    let busy = pinfold(fx, &["undo", back]);
     assert_eq!(busy.code, Some(2), "{}: undo refuses while the {what} goes on\n{}", fx.label(), busy.show());
     assert!(busy.stderr.contains("running"), "{}", busy.show());
     assert!(!removed.exists(), "{}: the refused undo changed the project", fx.label());
     assert!(child.wait().unwrap().success(), "{}: the {what} failed", fx.label());
     assert!(dir.join("later.txt").exists(), "{}: the {what} did not write", fx.label());
-    let un = pinfold(fx, &["undo"]);
+    let un = pinfold(fx, &["undo", back]);
     assert_eq!(un.code, Some(0), "{}", un.show());
     assert!(removed.exists(), "{}: the undo did not put {} back\n{}", fx.label(), removed.display(), un.show());
 }
@@ -550,7 +606,7 @@ fn an_undo_waits_out_a_run_on_another_backend(u: User) {
     assert_eq!(r.code, Some(0), "{}: the recorded run\n{}", fx.label(), r.show());
     fx.backend = Some(backend);
     let (proj, removed) = (fx.proj.clone(), fx.proj.join("src/a.rs"));
-    undo_refused_while_a_run_goes_on(&mut fx, &proj, &removed, &format!("{backend} run"));
+    undo_refused_while_a_run_goes_on(&mut fx, &proj, &removed, &format!("{backend} run"), "1");
 }
 
 mod an_undo_waits_out_a_run_on_another_backend {

@@ -1020,19 +1020,21 @@ pub fn close_detached(fd: OwnedFd) {
     // close_range via syscall, read, close, _exit), so a fork from a threaded process is sound.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        // SAFETY: as above.
-        if unsafe { libc::fork() } != 0 {
-            // SAFETY: leaving the child at once, as async-signal-safe code may.
-            unsafe { libc::_exit(0) };
-        }
-        // The grandchild: nothing but its two descriptors (a copy of the caller's standard
-        // streams would keep a reader of them waiting).
+        // The child keeps nothing but the two descriptors, before the grandchild is made and
+        // before the caller's wait below returns: a copy of the caller's standard streams
+        // would keep a reader of them waiting, and one of a lock it holds (the undo store's)
+        // would keep it held after the caller has ended.
         let (lo, hi) = (keep_fd.min(keep_r), keep_fd.max(keep_r));
         for (first, last) in [(0, lo - 1), (lo + 1, hi - 1), (hi + 1, RawFd::MAX)] {
             if first <= last {
                 // SAFETY: close_range takes integers only.
                 unsafe { libc::syscall(libc::SYS_close_range, first as libc::c_uint, last as libc::c_uint, 0 as libc::c_uint) };
             }
+        }
+        // SAFETY: as above.
+        if unsafe { libc::fork() } != 0 {
+            // SAFETY: leaving the child at once, as async-signal-safe code may.
+            unsafe { libc::_exit(0) };
         }
         let mut b = [0u8; 1];
         // SAFETY: reading into a one-byte buffer; returns at the pipe's end (the caller's

@@ -1,4 +1,4 @@
-//! Which changed paths a run keeps: everything in the project but git's own directories and
+//! Which changed paths a run keeps: everything in the project but git's own directory and
 //! what lies inside a directory git ignores (`target/`, `node_modules/`: build output, big and
 //! made again by the build). A file git ignores by its own name (`.env`, `local.db`) is
 //! kept, and so is a tracked file wherever it is.
@@ -65,7 +65,10 @@ impl Keep {
 
     /// Whether a change to `rel` (relative to the project root) is kept.
     pub(crate) fn keeps(&mut self, rel: &Path) -> bool {
-        if rel.as_os_str().is_empty() || rel.components().any(|c| matches!(c, Component::Normal(n) if n == ".git") || !matches!(c, Component::Normal(_))) {
+        // The project's own git directory is history the git guard keeps; a nested
+        // repository's (`lib/.git`) is kept like any other directory: nothing else holds its
+        // unpushed commits.
+        if rel.as_os_str().is_empty() || rel.starts_with(".git") || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
             return false;
         }
         match self {
@@ -220,7 +223,9 @@ mod tests {
             ("gen/x.rs", true),
             ("scratch/a", false),
             (".git/config", false),
-            ("sub/.git/HEAD", false),
+            // A nested repository's git directory is kept.
+            ("sub/.git/HEAD", true),
+            (".gitx/a", true),
             ("../outside", false),
         ] {
             assert_eq!(k.keeps(Path::new(p)), kept, "{p}");

@@ -110,8 +110,9 @@ impl Store {
     /// Put one entry's path back. `Ok(None)`: it is already as it was.
     fn put_back(&self, tree: &Tree, j: &mut Journal, rec: &Record, e: &crate::Entry) -> Result<Option<&'static str>, Step> {
         let rel = e.path.to_path();
-        // Only plain relative paths outside git's directories: never `..`, `/`, `.git`.
-        if rel.components().any(|c| !matches!(c, std::path::Component::Normal(n) if n != ".git")) {
+        // Only plain relative paths outside the project's git directory: never `..`, `/`,
+        // `.git/…` (a nested repository's `lib/.git` is put back like any directory).
+        if rel.starts_with(".git") || rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
             return Err(Step::Left("not a path undo puts back".into()));
         }
         let path = self.root.join(&rel);
@@ -200,8 +201,13 @@ impl Store {
                 Ok(Some("restored"))
             }
             Pre::Link { target } => {
+                // An empty directory there (one the command made where it removed the link,
+                // emptied by this undo) goes, as for a file.
                 if now.is_some_and(|st| st.is == Is::Dir) {
-                    return Err(Step::Left("a directory stands there now: left in place".into()));
+                    before(Change::Remove { path: path.clone() })?;
+                    if at.remove(true).is_err() {
+                        return Err(Step::Left("a directory stands there now and is not empty: left in place".into()));
+                    }
                 }
                 if now.is_some_and(|st| st.is == Is::Link) && at.read_link().ok() == Some(target.to_path()) {
                     return Ok(None);
@@ -227,7 +233,16 @@ impl Store {
                     at.chmod(*mode).map_err(fail)?;
                     Ok(Some("mode"))
                 }
-                Some(_) => Err(Step::Left("it was a directory; something else stands there now: left in place".into())),
+                // A file or a link the command put where it removed the directory (`rm -rf
+                // src && ln -s /x src`): kept by this undo (a redo puts it back), then the
+                // directory is made again and what it held follows.
+                Some(st) => {
+                    before(Change::Remove { path: path.clone() })?;
+                    at.remove(st.is == Is::Dir).map_err(fail)?;
+                    at.mkdir(0o700).map_err(fail)?;
+                    at.chmod(*mode).map_err(fail)?;
+                    Ok(Some("made"))
+                }
             },
             Pre::Moved { to } => {
                 let dest = to.to_path();
