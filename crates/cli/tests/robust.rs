@@ -349,6 +349,52 @@ fn no_expansion_is_left_to_the_agent_shell() {
     }
 }
 
+/// A compound command that holds no command, only redirects (`case a in esac > FILE`):
+/// judged "nothing to run", it was left to the agent's own shell, which opened the files on
+/// the host — emptied one, and appended a line of its choosing to `~/.bashrc` through bash's
+/// own error message (found by an outside attack). Through the hook's answer, run exactly as
+/// Claude Code runs it, the host file and `~/.bashrc` stay as they were; run by bash alone (the
+/// control), the file is emptied.
+#[test]
+fn redirects_of_a_compound_command_with_no_command_run_only_inside_the_sandbox() {
+    let w = World::new();
+    let home = w.root.join("home");
+    let bashrc = home.join(".bashrc");
+    let host = w.root.join("hostfile");
+    let cases = [
+        format!("case a in esac > {}", host.display()),
+        format!("case a in b) ;; esac 2>>{} >'/nonexistent/x\ntouch {}'", bashrc.display(), host.display()),
+        format!("case a in esac >> {} > {}", bashrc.display(), host.display()),
+    ];
+    let bash = |text: &str| {
+        let o = Command::new("bash").args(["-c", text]).current_dir(&w.proj).env("HOME", &home).env("XDG_STATE_HOME", w.root.join("state")).output().expect("bash");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    fs::create_dir_all(&home).unwrap();
+    // The control: bash alone empties the file.
+    fs::write(&host, "precious\n").unwrap();
+    bash(&cases[0]);
+    assert_eq!(fs::read_to_string(&host).unwrap(), "", "control: bash alone empties the file");
+    for case in &cases {
+        fs::write(&host, "precious\n").unwrap();
+        fs::write(&bashrc, "# rc\n").unwrap();
+        let o = w.run(w.command(&["hook", "claude-code"]), shell_payload("claude-code", case, &w.proj).to_string().into_bytes());
+        assert_eq!(decision("claude-code", &o), "allow", "`{case}`: {}", o.stdout);
+        let v: Value = serde_json::from_str(&o.stdout).unwrap();
+        let rewritten = v["hookSpecificOutput"]["updatedInput"]["command"].as_str().expect("a rewritten command").to_string();
+        assert!(rewritten.contains(" exec --sandbox "), "`{case}` must run in the sandbox: {rewritten}");
+        let stderr = bash(&rewritten);
+        assert_eq!(fs::read_to_string(&host).unwrap(), "precious\n", "`{case}` changed a host file through the hook's answer\n{stderr}");
+        assert_eq!(fs::read_to_string(&bashrc).unwrap(), "# rc\n", "`{case}` changed ~/.bashrc\n{stderr}");
+        // Every agent's answer runs it in the sandbox too.
+        for agent in ["codex", "gemini", "cursor", "copilot"] {
+            let o = w.run(w.command(&["hook", agent]), shell_payload(agent, case, &w.proj).to_string().into_bytes());
+            let d = decision(agent, &o);
+            assert!(blocks(agent, &d) || o.stdout.contains(" exec --sandbox "), "{agent}: `{case}` left to the agent's shell: {d} {}", o.stdout);
+        }
+    }
+}
+
 // -------------------------------------------------------------------------------------------
 // Standard error that cannot be written
 // -------------------------------------------------------------------------------------------

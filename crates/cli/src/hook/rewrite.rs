@@ -250,6 +250,13 @@ fn agent_shell_code(source: &str, wrapped: &[std::ops::Range<usize>]) -> Option<
             let shown: String = from.chars().take(40).collect();
             return Some(format!("`{shown}` would be expanded by the agent's own shell, outside any sandbox"));
         }
+        // A redirect of a compound command that holds no command to carry it (`case a in
+        // esac > ~/.bashrc`): the agent's own shell would open the file (found by an outside
+        // attack: left as it was, "nothing to run", it emptied a host file).
+        if let Some(k) = gap.find(['<', '>']) {
+            let shown: String = gap[k..].chars().take(40).collect();
+            return Some(format!("`{shown}` would be opened by the agent's own shell, outside any sandbox"));
+        }
         at = at.max(w.end);
     }
     None
