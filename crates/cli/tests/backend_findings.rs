@@ -730,6 +730,52 @@ fn a_link_in_a_hidden_directory_hides_its_target(u: User) {
     assert!(r.stderr.contains("holds the project"), "{}\n{}", fx.label(), r.show());
 }
 
+/// What one run leaves in pinfold's run directory while it goes — a gVisor run's bundle (its
+/// `config.json` holds the environment, a kept secret among it), a container run's staged bind
+/// sources (the project itself, hidden files and all) — is out of reach of every other run,
+/// on every backend. (Found by an outside attack: a process-backend run beside a container
+/// run read a hidden file through `stage-*/0/`, and one beside a gVisor run read the kept
+/// secret from the bundle.) The control: on the host, the neighbour's secret is in the run
+/// directory while it runs.
+fn another_runs_files_are_out_of_reach(u: User) {
+    let mut fx = Fx::new(u, "another_runs_files_are_out_of_reach");
+    use_policy(&mut fx, "[defaults]\naction = \"allow\"\nsandbox = \"c\"\n\n[sandbox.c]\nfs.write.allow = [\".\"]\nfs.read.deny = [\"~/.ssh\", \"secret.txt\"]\n");
+    let base = fx.run_dir.join("pinfold");
+    let probe = fx.sh_script("probe", &format!("grep -rsl -- {} {} ; echo probed", fx.token, Fx::s(&base)));
+    let mut neighbours = vec!["gvisor"];
+    if u == User::Root {
+        neighbours.push("container");
+    }
+    let own = fx.backend;
+    for n in neighbours {
+        fx.backend = Some(n);
+        let argv = fx.exec_argv(&["--keep-env", "NEIGHBOUR_SECRET"], &["sleep".into(), "4".into()]);
+        let mut c = fx.cmd(&argv);
+        c.env("NEIGHBOUR_SECRET", &fx.token);
+        if n == "container" {
+            c.env("DOCKER_HOST", &crate::support::container::engine_for(u).host);
+        }
+        let mut child = c.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().expect("spawn the neighbour");
+        // The control: the neighbour's secret lies in the run directory while it runs.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let seen = loop {
+            let found = std::process::Command::new("grep").args(["-rsl", "--", &fx.token, &Fx::s(&base)]).output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+            if !found.trim().is_empty() || std::time::Instant::now() > deadline {
+                break found;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        assert!(!seen.trim().is_empty(), "{}: CONTROL FAILED: the {n} neighbour's secret is not in the run directory", fx.label());
+        fx.backend = own;
+        let r = fx.exec(&[], &probe);
+        let mut err = String::new();
+        let _ = child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+        let _ = child.wait();
+        assert!(r.stdout.contains("probed"), "{}: the probe did not run\n{}", fx.label(), r.show());
+        assert!(!r.stdout.contains(&Fx::s(&base)), "{}: a run read the {n} neighbour's files (host saw them at {seen})\n{}\nneighbour: {err}", fx.label(), r.show());
+    }
+}
+
 macro_rules! on_each_backend {
     ($($case:ident),* $(,)?) => {$(
         mod $case {
@@ -766,5 +812,6 @@ on_each_backend!(
     a_secret_is_never_read_through_another_name,
     a_protected_path_the_host_changes_stops_the_run,
     a_link_in_a_hidden_directory_hides_its_target,
+    another_runs_files_are_out_of_reach,
 );
 

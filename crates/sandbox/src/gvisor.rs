@@ -21,7 +21,7 @@
 
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 
@@ -166,7 +166,15 @@ impl Backend for Gvisor {
         std::fs::DirBuilder::new().mode(0o700).create(&rootfs).map_err(setup_err(Step::RunDir(rootfs.clone())))?;
         let tree = Tree::of(&prepared);
         let config = config(policy, &prepared, &program, argv, &rootfs);
-        std::fs::write(bundle.path.join("config.json"), serde_json::to_vec_pretty(&config).map_err(SandboxError::EncodeSpec)?)
+        // Readable by its owner only: it holds the environment the command gets (a kept
+        // secret among it).
+        let bytes = serde_json::to_vec_pretty(&config).map_err(SandboxError::EncodeSpec)?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(bundle.path.join("config.json"))
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes))
             .map_err(setup_err(Step::RunDir(bundle.path.clone())))?;
         // For bench/backends.sh: the same bundle, timed under bare `runsc run`.
         if let Some(copy) = std::env::var_os(BUNDLE_COPY_ENV) {
@@ -301,11 +309,13 @@ impl Tree {
 /// private TMPDIR, and nothing of pinfold's run directory.
 fn config(policy: &Policy, p: &Prepared, program: &Path, argv: &[String], rootfs: &Path) -> Value {
     let mut mounts = Vec::new();
+    // pinfold's run directory: every run's bundle and runsc state, the container backend's
+    // staged bind sources, kept-container records: nothing for the command to read (an empty
+    // tmpfs, which holds only the private TMPDIR's mount point).
+    mounts.push(json!({"destination": p.run_dir, "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "noexec", "size=16k", "mode=0555"]}));
     if policy.private_tmp {
         mounts.push(json!({"destination": p.tmpdir, "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=0700"]}));
     }
-    // Every run's bundle and runsc state: nothing for the command to read.
-    mounts.push(json!({"destination": p.run_dir.join("gvisor"), "type": "tmpfs", "source": "tmpfs", "options": ["ro", "nosuid", "nodev", "noexec", "size=4k", "mode=0500"]}));
     // gVisor's own /proc, /dev and /sys.
     mounts.push(json!({"destination": "/proc", "type": "proc", "source": "proc"}));
     mounts.push(json!({"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "mode=755"]}));

@@ -120,6 +120,8 @@ pub(crate) enum MountError {
     StandInReadOnly { path: PathBuf, source: io::Error },
     #[error("mount the private temp dir at {}: {source}", path.display())]
     PrivateTmp { path: PathBuf, source: io::Error },
+    #[error("cover pinfold's run directory {}: {source}", path.display())]
+    HideRunDir { path: PathBuf, source: io::Error },
     /// Into the new root before the pivot, or (last) into the working directory.
     #[error("chdir {}: {source}", path.display())]
     Chdir { path: PathBuf, source: io::Error },
@@ -157,6 +159,7 @@ pub(crate) fn build(spec: &Spec) -> Result<(), MountError> {
     let empty = spec.run_dir.join("empty");
     let paths = Paths { writable: &spec.writable, pins: &spec.pins, write_deny: &spec.write_deny, read_deny: &spec.read_deny, empty_file: &empty };
     bind_policy(&root, &paths, false)?;
+    hide_run_dir(&root, &spec.run_dir, spec.private_tmp)?;
     if spec.private_tmp {
         private_tmp(&root, &spec.run_dir.join("tmp"))?;
     }
@@ -295,6 +298,22 @@ fn hide(root: &Path, r: &Path, is_dir: bool, empty_file: &Path) -> Result<(), Mo
         let empty = std::fs::File::open(empty_file).map_err(|source| MountError::HideFile { path: r.to_path_buf(), source })?;
         sys::bind_tree(&empty, &t, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV).map_err(|source| MountError::StandInReadOnly { path: r.to_path_buf(), source })
     }
+}
+
+/// Step 6a: pinfold's run directory covered by an empty read-only tmpfs (with only the
+/// mount point of the private temp dir in it): other runs' gVisor bundles (a kept secret in
+/// their `config.json`), the container backend's staged bind sources (the project, hidden
+/// files and all) and kept-container records are nothing for the command to read (found by
+/// an outside attack: a run beside a container run read a hidden `.env` through the
+/// staging point).
+fn hide_run_dir(root: &Path, run_dir: &Path, tmp: bool) -> Result<(), MountError> {
+    let err = |source| MountError::HideRunDir { path: run_dir.to_path_buf(), source };
+    let at = under(root, run_dir);
+    sys::mount(Some(Path::new("tmpfs")), &at, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, Some("size=16k,mode=0755")).map_err(err)?;
+    if tmp {
+        std::fs::create_dir(at.join("tmp")).map_err(err)?;
+    }
+    sys::mount(None, &at, None, libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC, Some("size=16k,mode=0755")).map_err(err)
 }
 
 /// Step 6b: the private temp dir, a fresh tmpfs nobody else sees, gone when the run ends.
