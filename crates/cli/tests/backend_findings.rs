@@ -130,7 +130,9 @@ fn the_engine_socket_the_caller_names_is_hidden(u: User) {
 /// SSH agent sockets: the one the caller's `SSH_AUTH_SOCK` names (the variable itself is
 /// removed) and one in OpenSSH's default place (`/tmp/ssh-*/agent.*`), reachable on the host
 /// (the control), never from inside. (Found on the process backend: `ssh-keygen -Y sign`
-/// through the agent, with `~/.ssh` hidden.)
+/// through the agent, with `~/.ssh` hidden.) So are servers that run what a client asks:
+/// tmux's socket in its default place and the one `$TMUX` names, the session bus (found:
+/// `tmux run-shell` from an allowed `python3 build.py` ran outside the sandbox).
 fn agent_sockets_are_hidden(u: User) {
     let fx = Fx::new(u, "agent_sockets_are_hidden");
     let tmpdir = std::path::PathBuf::from(format!("/tmp/ssh-{}", fx.base.file_name().unwrap().to_string_lossy()));
@@ -139,8 +141,18 @@ fn agent_sockets_are_hidden(u: User) {
     std::fs::set_permissions(&tmpdir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let named = fx.base.join("named-agent.sock");
     let default = tmpdir.join(format!("agent.{}", std::process::id()));
+    // Servers that run what a client asks (found: a tmux server reached through its socket
+    // ran a command outside the sandbox): tmux's default place and the one `$TMUX` names, and
+    // the session bus `$DBUS_SESSION_BUS_ADDRESS` names.
+    let tmux_dir = std::path::PathBuf::from(format!("/tmp/tmux-{}", fx.base.file_name().unwrap().to_string_lossy()));
+    let _ = std::fs::remove_dir_all(&tmux_dir);
+    std::fs::create_dir(&tmux_dir).expect("mkdir");
+    std::fs::set_permissions(&tmux_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tmux_default = tmux_dir.join("default");
+    let tmux_named = fx.base.join("tmux.sock");
+    let bus = fx.base.join("bus");
     let seen = Arc::new(AtomicUsize::new(0));
-    for sock in [&named, &default] {
+    for sock in [&named, &default, &tmux_default, &tmux_named, &bus] {
         counting_listener(sock, &seen);
     }
     let probe = fx.py_script(
@@ -148,16 +160,19 @@ fn agent_sockets_are_hidden(u: User) {
         "import socket, sys\nfor p in sys.argv[1:]:\n    s = socket.socket(socket.AF_UNIX)\n    try:\n        s.connect(p); print('CONNECTED', p)\n    except OSError as e:\n        print('refused', e)\n",
     );
     let mut argv = probe.clone();
-    argv.extend([Fx::s(&named), Fx::s(&default)]);
+    argv.extend([&named, &default, &tmux_default, &tmux_named, &bus].iter().map(|p| Fx::s(p)));
     let control = fx.control(&argv);
-    assert_eq!(control.stdout.matches("CONNECTED").count(), 2, "{}: CONTROL FAILED: the sockets must be reachable on the host\n{}", fx.label(), control.show());
+    assert_eq!(control.stdout.matches("CONNECTED").count(), 5, "{}: CONTROL FAILED: the sockets must be reachable on the host\n{}", fx.label(), control.show());
     let before = seen.load(Ordering::SeqCst);
     let full = fx.exec_argv(&[], &argv);
     let mut c = fx.cmd(&full);
     c.env("SSH_AUTH_SOCK", &named);
+    c.env("TMUX", format!("{},1234,0", Fx::s(&tmux_named)));
+    c.env("DBUS_SESSION_BUS_ADDRESS", format!("unix:path={}", Fx::s(&bus)));
     let r = run_cmd(c, full.join(" "), None, TIMEOUT);
     let _ = std::fs::remove_dir_all(&tmpdir);
-    assert_eq!(r.stdout.matches("refused").count(), 2, "{}: the probe did not run\n{}", fx.label(), r.show());
+    let _ = std::fs::remove_dir_all(&tmux_dir);
+    assert_eq!(r.stdout.matches("refused").count(), 5, "{}: the probe did not run\n{}", fx.label(), r.show());
     std::thread::sleep(std::time::Duration::from_millis(100));
     assert_eq!(seen.load(Ordering::SeqCst), before, "{}: a connection reached an agent socket\n{}", fx.label(), r.show());
 }

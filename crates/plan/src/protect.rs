@@ -123,6 +123,41 @@ pub fn agent_sockets(dirs: &Dirs) -> Vec<PathBuf> {
             v.push(rt.join(s));
         }
     }
+    v.extend(control_sockets(dirs));
+    v
+}
+
+/// Sockets whose server runs what a client asks, outside any sandbox, as the user: terminal
+/// multiplexers (`tmux run-shell`, `screen -X exec`), the session bus (`systemd-run --user`),
+/// editors' servers (`nvim --remote-send`, `emacsclient --eval`, VS Code's CLI hook), terminals'
+/// remote control (found: a command an allowed `python3 build.py` ran reached the user's tmux
+/// server through `/tmp/tmux-UID/default` and ran a command outside the sandbox). Where the
+/// caller's variables point, and the programs' default places.
+fn control_sockets(dirs: &Dirs) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = ["/tmp/tmux-*/*", "/run/screen/S-*/*", "/var/run/screen/S-*/*", "/tmp/screens/S-*/*", "/tmp/zellij-*", "/tmp/emacs*/server", "/tmp/nvim*/*"]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    let var = |k: &str| std::env::var(k).ok().filter(|s| !s.is_empty());
+    // `TMUX=/tmp/tmux-0/default,PID,N`; `DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/0/bus`;
+    // `KITTY_LISTEN_ON=unix:/tmp/kitty`; the others are paths.
+    let mut named: Vec<String> = Vec::new();
+    named.extend(var("TMUX").and_then(|t| t.split(',').next().map(str::to_string)));
+    named.extend(var("TMUX_TMPDIR").map(|d| format!("{d}/tmux-*/*")));
+    named.extend(var("SCREENDIR").map(|d| format!("{d}/*")));
+    if let Some(a) = var("DBUS_SESSION_BUS_ADDRESS") {
+        named.extend(a.split(';').flat_map(|part| part.split(',')).filter_map(|kv| kv.strip_prefix("unix:path=").or_else(|| kv.strip_prefix("path="))).map(str::to_string));
+    }
+    named.extend(var("KITTY_LISTEN_ON").and_then(|a| a.strip_prefix("unix:").map(str::to_string)));
+    for k in ["NVIM", "NVIM_LISTEN_ADDRESS", "WEZTERM_UNIX_SOCKET", "VSCODE_IPC_HOOK_CLI", "VSCODE_IPC_HOOK", "ZELLIJ_SOCKET_DIR", "EMACS_SOCKET_NAME"] {
+        named.extend(var(k));
+    }
+    v.extend(named.into_iter().filter(|p| p.starts_with('/')).map(PathBuf::from));
+    if let Some(rt) = &dirs.runtime {
+        for s in ["bus", "systemd", "tmux-*", "zellij", "emacs", "nvim.*", "vscode-*.sock", "kitty-*", "wezterm"] {
+            v.push(rt.join(s));
+        }
+    }
     v
 }
 
