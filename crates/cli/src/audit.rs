@@ -301,7 +301,7 @@ fn print(out: &mut impl Write, records: &[Value], json: bool) -> Result<bool, Er
                 r["time"].as_str().map_or("", |t| &t[..t.len().min(19)]),
                 r["kind"].as_str().unwrap_or(""),
                 d["decision"].as_str().unwrap_or("-"),
-                what.replace('\n', "\\n")
+crate::shown(&what)
             ));
         }
         text.push('\n');

@@ -43,7 +43,7 @@ pub fn run(args: CheckArgs, dirs: &Dirs) -> Result<i32, Error> {
     } else if args.explain {
         explain(&mut out, &j)
     } else {
-        writeln!(out, "{}: {}", j.decision, j.reason)
+        writeln!(out, "{}: {}", j.decision, crate::shown(&j.reason))
     };
     written.map_err(|e| Error::new("cannot write the verdict").cause(e))?;
     let code = code(j.decision);
@@ -64,7 +64,7 @@ fn code(a: Action) -> i32 {
 
 /// The tree for a person: each simple command, indented under the command it sits in.
 fn explain(out: &mut impl Write, j: &Judgement) -> std::io::Result<()> {
-    writeln!(out, "{}: {}", j.decision, j.reason)?;
+    writeln!(out, "{}: {}", j.decision, crate::shown(&j.reason))?;
     if let Some(e) = &j.parse_error {
         writeln!(out, "  parse error: {e}")?;
     }
@@ -96,13 +96,13 @@ fn explain(out: &mut impl Write, j: &Judgement) -> std::io::Result<()> {
             out,
             "{indent}[{i}] {:<5} {}  (bytes {}..{}{}{})",
             v.decision.as_str(),
-            show_argv(c),
+            crate::shown(&show_argv(c)),
             c.span.start,
             c.span.end,
             if ctx.is_empty() { String::new() } else { format!(", in {}", ctx.join(" > ")) },
             if via.is_empty() { String::new() } else { format!(", via {}", via.join(" > ")) },
         )?;
-        writeln!(out, "{indent}      {}", v.reason)?;
+        writeln!(out, "{indent}      {}", crate::shown(&v.reason))?;
         for r in &v.rules {
             writeln!(
                 out,

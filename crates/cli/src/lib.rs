@@ -26,6 +26,14 @@ mod mcp;
 mod serve;
 mod undo;
 
+/// Text for a terminal: control characters (escape sequences, carriage returns, newlines a
+/// name or a command may hold) shown as `\u{..}`, so nothing printed can rewrite the screen
+/// or fake a line (found by an outside attack: a refused `rm -rf ~` shown by `pinfold audit
+/// tail` as an allowed `git status`).
+pub(crate) fn shown(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { format!("\\u{{{:x}}}", c as u32) } else { c.to_string() }).collect()
+}
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::OnceLock;

@@ -177,7 +177,7 @@ fn line(a: &Value) -> String {
         a["status"].as_str().unwrap_or(""),
         a["requested_by"].as_str().unwrap_or(""),
         a["sandbox"].as_str().unwrap_or(""),
-        crate::undo::shown(a["action"]["command"].as_str().unwrap_or(""))
+        crate::shown(a["action"]["command"].as_str().unwrap_or(""))
     )
 }
 

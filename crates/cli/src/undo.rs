@@ -98,10 +98,10 @@ pub(crate) fn run(args: UndoArgs, dirs: &Dirs) -> Result<i32, Error> {
     }
     let what = if args.redo { "took back the last undo" } else { "undid" };
     for (_, cmd) in &out.undone {
-        let _ = writeln!(o, "{what}: {}", shown(&one_line(cmd)));
+        let _ = writeln!(o, "{what}: {}", crate::shown(&one_line(cmd)));
     }
     for r in &out.restored {
-        let _ = writeln!(o, "  {:<12} {}", r.action, shown(&r.path.display().to_string()));
+        let _ = writeln!(o, "  {:<12} {}", r.action, crate::shown(&r.path.display().to_string()));
     }
     if out.restored.is_empty() {
         let _ = writeln!(o, "  (every path was already as it was)");
@@ -109,7 +109,7 @@ pub(crate) fn run(args: UndoArgs, dirs: &Dirs) -> Result<i32, Error> {
     if !out.left.is_empty() {
         let _ = writeln!(o, "left as they are:");
         for (p, why) in &out.left {
-            let _ = writeln!(o, "  {}: {}", shown(&p.display().to_string()), shown(why));
+            let _ = writeln!(o, "  {}: {}", crate::shown(&p.display().to_string()), crate::shown(why));
         }
     }
     let _ = writeln!(o, "to take this back: pinfold undo --redo");
@@ -120,17 +120,12 @@ pub(crate) fn run(args: UndoArgs, dirs: &Dirs) -> Result<i32, Error> {
 fn warn_planted(planted: &[pinfold_plan::control::Planted]) {
     for p in planted {
         match &p.moved_to {
-            Some(to) => say!("pinfold: the undo would have created the control file {} ({}); moved to {}", shown(&p.path.display().to_string()), p.family.why(), shown(&to.display().to_string())),
-            None => say!("pinfold: the undo created the control file {} ({}), and it could not be moved aside", shown(&p.path.display().to_string()), p.family.why()),
+            Some(to) => say!("pinfold: the undo would have created the control file {} ({}); moved to {}", crate::shown(&p.path.display().to_string()), p.family.why(), crate::shown(&to.display().to_string())),
+            None => say!("pinfold: the undo created the control file {} ({}), and it could not be moved aside", crate::shown(&p.path.display().to_string()), p.family.why()),
         }
     }
 }
 
-/// Text for a terminal: control characters (escape sequences, newlines a name or a command
-/// may hold) shown as `\u{..}`, so nothing printed can rewrite the screen or fake a line.
-pub(crate) fn shown(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() { format!("\\u{{{:x}}}", c as u32) } else { c.to_string() }).collect()
-}
 
 fn one_line(cmd: &str) -> String {
     let flat: String = cmd.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -168,14 +163,14 @@ fn list(store: &Store, json: bool) -> Result<i32, Error> {
     for (i, r) in open.iter().enumerate() {
         let when = pinfold_ledger::time::format(std::time::UNIX_EPOCH + std::time::Duration::from_secs(r.started_s()));
         let paths = r.paths();
-        let names: Vec<String> = paths.iter().take(4).map(|p| shown(&p.display().to_string())).collect();
+        let names: Vec<String> = paths.iter().take(4).map(|p| crate::shown(&p.display().to_string())).collect();
         let more = if paths.len() > 4 { format!(" and {} more", paths.len() - 4) } else { String::new() };
         let state = if r.ended { String::new() } else { " (did not finish)".to_string() };
-        let _ = writeln!(o, "{:>3}  {when}  {}{state}", i + 1, shown(&one_line(&r.meta.command)));
+        let _ = writeln!(o, "{:>3}  {when}  {}{state}", i + 1, crate::shown(&one_line(&r.meta.command)));
         let _ = writeln!(o, "     changed {}: {}{more}", paths.len(), names.join(", "));
     }
     if let Some(r) = redo {
-        let _ = writeln!(o, "the last undo ({}) can be taken back: pinfold undo --redo", shown(&one_line(&r.meta.command)));
+        let _ = writeln!(o, "the last undo ({}) can be taken back: pinfold undo --redo", crate::shown(&one_line(&r.meta.command)));
     }
     Ok(0)
 }

@@ -333,3 +333,37 @@ fn tail_follow_ends_quietly_when_its_reader_goes() {
     }
     assert_eq!((read("code").trim().to_string(), read("err")), ("0".to_string(), String::new()));
 }
+
+/// A command text holding a carriage return and an escape sequence, recorded as refused: `audit
+/// show`, `audit tail` and `check` (plain and `--explain`) print it with the control
+/// characters escaped, so it cannot erase its own line and fake an allowed one on the
+/// reviewer's terminal (found by an outside attack: a refused `rm -rf ~` shown as an allowed
+/// `git status`). The JSON keeps the text as it was.
+#[test]
+fn control_characters_in_a_command_are_never_printed_raw() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = "rm -rf ~ #\r\x1b[2K  2  2026-12-04T07:20:10  exec_start  allow  git status";
+    let l = Ledger::open(dir.path()).unwrap().with_fsync(false);
+    l.append(Record::new("check", json!({"command": fake, "decision": "deny"}))).unwrap();
+    for args in [&["audit", "show"][..], &["audit", "tail"][..]] {
+        let (code, text) = out(pinfold(dir.path()).args(args));
+        assert_eq!(code, 0, "{args:?}");
+        assert!(text.contains("rm -rf ~"), "{args:?}: {text:?}");
+        assert!(!text.contains('\x1b') && !text.contains('\r'), "{args:?} printed a control character raw: {text:?}");
+        assert!(text.contains("\\u{1b}[2K"), "{args:?}: {text:?}");
+    }
+    let (_, text) = out(pinfold(dir.path()).args(["audit", "show", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(v["data"]["command"], fake, "the record keeps the text as it was");
+    for explain in [false, true] {
+        let mut c = pinfold(dir.path());
+        c.args(["check"]);
+        if explain {
+            c.arg("--explain");
+        }
+        // (A carriage return alone makes the text unparseable: an escape sequence in a word.)
+        let (_, text) = out(c.args(["--", "rm -rf ~ '\x1b[2K\x1b[1Gallow: git status' && true"]));
+        assert!(text.contains("\\u{1b}[2K"), "the command is quoted, escaped: {text:?}");
+        assert!(!text.contains('\x1b') && !text.contains('\r'), "check (explain: {explain}) printed a control character raw: {text:?}");
+    }
+}
