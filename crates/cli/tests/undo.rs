@@ -33,6 +33,7 @@ both_users!(
     a_directory_ignored_by_an_earlier_run_is_still_kept,
     a_nested_repository_comes_back,
     a_directory_replaced_by_a_link_comes_back,
+    a_write_through_a_name_in_an_ignored_directory_is_kept,
 );
 // Mounting a small file system to fill needs root; the outcome does not depend on the user.
 only_user!(root: a_full_disk_fails_the_change_and_keeps_the_file);
@@ -216,6 +217,20 @@ fn a_directory_replaced_by_a_link_comes_back(u: User) {
     let un = pinfold(&fx, &["undo"]);
     assert_eq!(un.code, Some(0), "{}: the second undo\n{}", fx.label(), un.show());
     assert_eq!(tree(&fx.proj), before, "{}: after the second undo\n{}", fx.label(), un.show());
+}
+
+/// A second name of a project file made in a directory git ignores, then written through
+/// (`ln notes.txt target/x && echo overwritten > target/x`): the write changes `notes.txt`,
+/// and the undo puts its bytes back (found by an outside attack: undo said "nothing to undo").
+fn a_write_through_a_name_in_an_ignored_directory_is_kept(u: User) {
+    let fx = Fx::new(u, "a_write_through_a_name_in_an_ignored_directory_is_kept");
+    populate(&fx);
+    let r = fx.exec(&[], &["ln notes.txt target/notes.o && echo overwritten > target/notes.o".to_string()]);
+    assert_eq!(r.code, Some(0), "{}\n{}", fx.label(), r.show());
+    assert_eq!(fs::read_to_string(fx.proj.join("notes.txt")).unwrap(), "overwritten\n", "{}: the write did not reach notes.txt: the case proves nothing", fx.label());
+    let un = pinfold(&fx, &["undo"]);
+    assert_eq!(un.code, Some(0), "{}: undo\n{}", fx.label(), un.show());
+    assert_eq!(fs::read_to_string(fx.proj.join("notes.txt")).unwrap(), "my notes\n", "{}: notes.txt after the undo\n{}", fx.label(), un.show());
 }
 
 fn a_command_that_changes_nothing_leaves_no_record(u: User) {

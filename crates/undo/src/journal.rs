@@ -118,6 +118,19 @@ impl Journal {
         self.keep.keeps(&rel).then_some(rel)
     }
 
+    /// A path of the project not kept by itself (in a directory git ignores) that is a file
+    /// with other names: a write through it writes a file that may be kept under another name
+    /// (found by an outside attack: `ln notes.txt target/x && echo > target/x` emptied
+    /// `notes.txt`, and undo had nothing to put back).
+    fn other_name(&mut self, p: &Path) -> Option<PathBuf> {
+        let rel = p.strip_prefix(&self.root).ok()?.to_path_buf();
+        if rel.as_os_str().is_empty() || rel.starts_with(".git") || rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
+            return None;
+        }
+        let st = self.tree.at(&rel).ok()?.lstat().ok()??;
+        (st.is == Is::File && st.nlink > 1).then_some(rel)
+    }
+
     fn record(&mut self, change: &Change) -> std::io::Result<()> {
         for p in change.paths() {
             if let Ok(rel) = p.strip_prefix(&self.root) {
@@ -130,7 +143,7 @@ impl Journal {
         }
         match change {
             Change::Write { path, .. } => {
-                let Some(rel) = self.rel(path) else { return Ok(()) };
+                let Some(rel) = self.rel(path).or_else(|| self.other_name(path)) else { return Ok(()) };
                 let at = self.tree.at(&rel)?;
                 let st = at.lstat()?;
                 // A file with other names (`ln a b && echo x > b`): its bytes are every name's,
