@@ -703,10 +703,22 @@ fn git_state_files_that_would_stall_pinfold(u: User) {
 /// at one of those names must not block the next run (nor any later one) forever.
 fn a_fifo_in_the_refs_does_not_stall_the_next_run(u: User) {
     let a = Fx::new(u, "a_fifo_in_the_refs_does_not_stall_the_next_run");
-    let r = a.exec(&[], &a.sh_script("fifo", "mkfifo .git/packed-refs .git/refs/heads/fifo && echo planted\n"));
+    let r = a.exec(&[], &a.sh_script("fifo", "mkfifo .git/packed-refs .git/refs/heads/fifo && rm -f .git/HEAD .git/index && mkfifo .git/HEAD .git/index && echo planted\n"));
     assert!(r.stdout.contains("planted"), "{}\n{}", a.label(), r.show());
+    assert_eq!(r.code, Some(125), "{}: FIFOs planted in the git directory: the run must fail\n{}", a.label(), r.show());
     let next = a.exec(&[], &["true".to_string()]);
     assert!(!next.timed_out && next.took < std::time::Duration::from_secs(10), "{}: the next run stalled\n{}", a.label(), next.show());
+    // The user's own git, outside the sandbox, does not wait on a FIFO either (found by an
+    // outside attack: `mkfifo .git/HEAD` hung every git command in the repository), and finds
+    // HEAD as it was.
+    let argv: Vec<String> = ["timeout", "10", "git", "-C", &Fx::s(&a.proj), "rev-parse", "--abbrev-ref", "HEAD"].iter().map(|s| s.to_string()).collect();
+    let git = a.control(&argv);
+    assert_eq!(git.code, Some(0), "{}: the user's git after the run\n{}", a.label(), git.show());
+    assert_eq!(git.stdout.trim(), "main", "{}: HEAD after the run\n{}", a.label(), git.show());
+    for f in ["HEAD", "index", "packed-refs", "refs/heads/fifo"] {
+        let m = std::fs::symlink_metadata(a.proj.join(".git").join(f));
+        assert!(!m.is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type())), "{}: .git/{f} is still a FIFO", a.label());
+    }
 }
 
 /// git's config syntax allows a key on the section header's line: `[options]strategy=…` in a

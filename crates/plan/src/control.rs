@@ -687,7 +687,12 @@ impl Guard {
             let here = self.anchors.dir(gitdir);
             for (rel, target) in links_in(&here) {
                 let p = gitdir.join(&rel);
-                if !before.iter().any(|(r, t)| *r == rel && *t == target) && !out.iter().any(|o: &Planted| o.path == p) {
+                // A FIFO anywhere in the git directory, however it came there, is moved aside:
+                // git opens `HEAD`, `index` or a ref and waits forever (found by an outside
+                // attack: `mkfifo .git/HEAD` hung every later git command on the host). The
+                // git guard then writes the file it stood for back.
+                let fifo = target.as_os_str() == FIFO;
+                if (fifo || !before.iter().any(|(r, t)| *r == rel && *t == target)) && !out.iter().any(|o: &Planted| o.path == p) {
                     out.push(move_aside(&p, &here.join(&rel), Family::Git));
                 }
             }
@@ -805,9 +810,12 @@ fn identity(p: &Path) -> Option<(u64, u64)> {
     std::fs::symlink_metadata(p).ok().map(|m| (m.dev(), m.ino()))
 }
 
-/// The symbolic links in a git directory (looked in at `look`), as paths relative to
-/// it with their text: the top level and every directory below it but `objects/pack` and the
-/// loose objects' files, at most 20000 entries (a link further down is not looked for).
+/// What [`links_in`] gives as the target of a FIFO (no link's text holds a NUL).
+const FIFO: &str = "\0fifo";
+
+/// The symbolic links (and FIFOs) in a git directory (looked in at `look`), as paths relative
+/// to it with their text: the top level and every directory below it but `objects/pack` and
+/// the loose objects' files, at most 20000 entries (a link further down is not looked for).
 fn links_in(look: &Path) -> Vec<(PathBuf, PathBuf)> {
     let mut out = Vec::new();
     let mut todo = vec![PathBuf::new()];
@@ -824,6 +832,8 @@ fn links_in(look: &Path) -> Vec<(PathBuf, PathBuf)> {
             if t.is_symlink() {
                 let text = std::fs::read_link(e.path()).unwrap_or_default();
                 out.push((r, text));
+            } else if std::os::unix::fs::FileTypeExt::is_fifo(&t) {
+                out.push((r, PathBuf::from(FIFO)));
             } else if t.is_dir() && r != Path::new("objects/pack") && !(rel == Path::new("objects") && e.file_name().len() == 2) {
                 todo.push(r);
             }
