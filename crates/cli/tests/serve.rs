@@ -984,6 +984,26 @@ fn fresh_workspaces_cannot_find_each_other(u: User) {
     assert_eq!((r.status, r.code()), (403, "forbidden".to_string()), "{}", r.text());
 }
 
+/// A fresh workspace in the default place, `~/.local/share/pinfold/workspaces/ID` (no
+/// `XDG_DATA_HOME`): an ordinary project, not the home directory's own files (found by an
+/// outside attack: the Files API was refused every path there, and every file a command made
+/// was moved aside as a control file).
+fn a_fresh_workspace_in_the_default_place_is_an_ordinary_project(u: User) {
+    let mut fx = fixture(u, "serve-default-place");
+    fx.env.remove("XDG_DATA_HOME");
+    let s = Server::start(&fx, &[]);
+    let id = s.sandbox(&s.agent, json!({}));
+    let r = s.call(&s.agent, "PUT", &format!("/v1/sandboxes/{id}/files?path=notes.txt"), Some(json!("notes")));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = s.exec(&s.agent, &id, json!({"command": "echo made > a.txt && cat notes.txt a.txt"}));
+    let v = r.json();
+    assert_eq!(v["exit_code"], 0, "{v}");
+    assert!(v["stdout"].as_str().unwrap_or("").contains("notes") && v["stdout"].as_str().unwrap_or("").contains("made"), "{v}");
+    let ws = fx.home.join(".local/share/pinfold/workspaces");
+    let made: Vec<String> = std::fs::read_dir(&ws).map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()).unwrap_or_default();
+    assert!(!made.is_empty(), "the workspace is not in the default place {}: the case proves nothing", ws.display());
+}
+
 /// Request lines and headers that name another host.
 fn other_hosts_in_any_form_are_refused(u: User) {
     let fx = fixture(u, "serve-hostforms");
@@ -1093,6 +1113,7 @@ root_only!(
     a_trickled_body_is_cut_off,
     a_killed_server_leaves_no_run_behind,
     fresh_workspaces_cannot_find_each_other,
+    a_fresh_workspace_in_the_default_place_is_an_ordinary_project,
     other_hosts_in_any_form_are_refused,
     a_refusal_names_no_one_elses_sandbox,
     floods_do_not_shut_out_token_holders,

@@ -1125,12 +1125,16 @@ pub fn home_links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// Whether `root` lies inside a dot entry (or `bin`) of the home directory `home`, and not in
-/// one of its caches (`~/.cache/…` builds stay ordinary projects).
+/// one of its caches (`~/.cache/…` builds stay ordinary projects) nor in pinfold's own data
+/// directory (`pinfold serve`'s fresh workspaces, `~/.local/share/pinfold/workspaces/ID`: found
+/// by an outside attack, every file a command made there was moved aside).
 fn in_home_dot_entry(home: &Path, root: &Path) -> bool {
     let Ok(rest) = root.strip_prefix(home) else { return false };
     let Some(first) = rest.components().next() else { return false };
     let first = first.as_os_str();
-    (first.as_encoded_bytes().starts_with(b".") || first == "bin") && !HOME_CACHES.iter().any(|c| root.starts_with(home.join(c)))
+    (first.as_encoded_bytes().starts_with(b".") || first == "bin")
+        && !HOME_CACHES.iter().any(|c| root.starts_with(home.join(c)))
+        && !rest.starts_with(".local/share/pinfold")
 }
 
 /// Whether `path` (absolute) is a control file of the project `root` for a command in `cwd`,
