@@ -297,6 +297,18 @@ fn a_runsc_failure_is_125(u: User) {
     assert!(r.code == Some(125) && r.stderr.contains("runsc: running container"), "{}\n{}", fx.label(), r.show());
 }
 
+/// A run asking for the host's network unfiltered (`--net on`) is refused (125, saying what
+/// to use), never run with no network while its report says `on` (found by an outside
+/// attack). The control: the same run with the network off runs.
+fn the_hosts_network_is_refused_not_faked(u: User) {
+    let fx = Fx::new(u, "the_hosts_network_is_refused_not_faked");
+    let r = fx.exec(&["--backend=gvisor", "--net", "on"], &["true".into()]);
+    assert_eq!(r.code, Some(125), "{}\n{}", fx.label(), r.show());
+    assert!(r.stderr.contains("network = on") && r.stderr.contains("network.hosts"), "{}\n{}", fx.label(), r.show());
+    let r = fx.exec(&["--backend=gvisor", "--net", "off"], &["true".into()]);
+    assert_eq!(r.code, Some(0), "{}: the control\n{}", fx.label(), r.show());
+}
+
 mod findings {
     use super::*;
     macro_rules! cases {
@@ -314,5 +326,5 @@ mod findings {
             }
         )*};
     }
-    cases!(a_swapped_directory_never_becomes_a_mount_source, a_planted_runsc_never_runs, standard_streams_stay_the_callers, a_runsc_failure_is_125);
+    cases!(a_swapped_directory_never_becomes_a_mount_source, a_planted_runsc_never_runs, standard_streams_stay_the_callers, a_runsc_failure_is_125, the_hosts_network_is_refused_not_faked);
 }

@@ -145,6 +145,16 @@ impl Backend for Gvisor {
                 hint: "run with the process backend, or turn undo off ([undo] enabled = false)".into(),
             });
         }
+        // gVisor's network here is its own stack with loopback alone, or the egress proxy: a
+        // run asking for the host's network would get none while its report said `on` (found
+        // by an outside attack). Refused, as the container backend refuses it.
+        if policy.network == Network::On {
+            return Err(SandboxError::Backend {
+                backend: "gvisor",
+                why: "a gVisor run has no network or reaches the egress proxy; `network = on` (the host's network unfiltered) is not given here".into(),
+                hint: "name the hosts the command may reach (network.hosts) to go through the egress proxy, or use the process backend for unfiltered network".into(),
+            });
+        }
         let runsc = runsc()?;
         if !crate::probe().user_namespaces {
             return Err(SandboxError::Backend {
