@@ -41,6 +41,7 @@ both_users!(
     paths_the_users_git_config_names_with_a_tilde,
     home_files_linked_into_the_project,
     programs_the_users_git_config_names,
+    a_system_directory_is_never_the_writable_project,
 );
 
 /// The `.git/commondir` attack: copy the repository's objects and refs to `.git/evil/`, give
@@ -911,4 +912,26 @@ fn programs_the_users_git_config_names(u: User) {
     }
     assert_ne!(fs::read_to_string(a.proj.join("tools/other.sh")).unwrap(), ok, "{}: the control: a script no configuration names\n{}", a.label(), r.show());
     assert!(!host_git_status_runs(&a, &a.proj.clone(), &marker), "{}: ESCAPED: the user's git ran a rewritten fsmonitor", a.label());
+}
+
+/// An agent started in a system directory (`/etc`, `/usr/local`): the project root, which the
+/// default preset makes writable, would be that directory (found by an outside attack). The
+/// run is refused (125) and writes nothing; a read-only preset still runs there, and so does a
+/// run in the home directory (the controls).
+fn a_system_directory_is_never_the_writable_project(u: User) {
+    let mut a = Fx::new(u, "a_system_directory_is_never_the_writable_project");
+    a.config = None;
+    for dir in ["/etc", "/usr/local"] {
+        a.cwd = std::path::PathBuf::from(dir);
+        let marker = format!("{dir}/pinfold-test-{}", a.base.file_name().unwrap().to_string_lossy());
+        let r = a.exec(&[], &["touch".into(), marker.clone()]);
+        let _ = fs::remove_file(&marker);
+        assert_eq!(r.code, Some(125), "{}: a run in {dir}\n{}", a.label(), r.show());
+        assert!(r.stderr.contains("is a system directory"), "{}\n{}", a.label(), r.show());
+        let r = a.exec(&["--sandbox", "readonly"], &["true".into()]);
+        assert_eq!(r.code, Some(0), "{}: the control: a read-only run in {dir}\n{}", a.label(), r.show());
+    }
+    a.cwd = a.home.clone();
+    let r = a.exec(&[], &["true".into()]);
+    assert_eq!(r.code, Some(0), "{}: the control: a run in the home directory\n{}", a.label(), r.show());
 }

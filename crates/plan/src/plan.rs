@@ -165,6 +165,10 @@ pub enum PlanError {
     /// names: a link stood on its way, swapped in by a command beside this one perhaps.
     #[error("{} leads through a link now, which it did not when the policy was loaded (did a command beside this one swap a directory for a link?)", path.display())]
     Swapped { path: PathBuf },
+    /// The project root, which the preset makes writable, is `/` or a system directory (an
+    /// agent started in `/etc`): every command would write the system's files.
+    #[error("the project root {} is a system directory, which the sandbox would make writable", root.display())]
+    SystemProject { root: PathBuf },
 }
 
 impl PlanError {
@@ -179,6 +183,7 @@ impl PlanError {
             PlanError::Swapped { .. } => "run it again; nothing ran".to_string(),
             PlanError::HomeByDetour { cwd, .. } => format!("to work in the home directory, run from it named as it is ({})", cwd.display()),
             PlanError::RootToHome { root, .. } => format!("remove the link at {} (a command may have made it), or name the real path in the policy", root.display()),
+            PlanError::SystemProject { .. } => "run pinfold in a project directory (with its own `.git` or policy file); a read-only preset (`--sandbox readonly`) may look here".to_string(),
         }
     }
 }
@@ -189,7 +194,7 @@ impl From<PlanError> for crate::Error {
         // means it, and nothing ran (125 from `pinfold exec`), as when the sandbox finds one.
         let setup = matches!(
             e,
-            PlanError::ElsewhereRoot { .. } | PlanError::PlantedLink { .. } | PlanError::HomeByDetour { .. } | PlanError::RootToHome { .. } | PlanError::Swapped { .. }
+            PlanError::ElsewhereRoot { .. } | PlanError::PlantedLink { .. } | PlanError::HomeByDetour { .. } | PlanError::RootToHome { .. } | PlanError::Swapped { .. } | PlanError::SystemProject { .. }
         );
         let err = crate::Error::new(e.to_string()).hint(e.hint());
         if setup { err.kind(crate::Kind::Setup) } else { err }
@@ -267,11 +272,15 @@ fn root_to_home(w: &Path, home: Option<&Path>) -> Option<PathBuf> {
     if target == w {
         return None;
     }
-    let system = ["/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/root", "/proc", "/sys", "/dev"];
-    let wide = target == Path::new("/")
-        || home.is_some_and(|h| h.starts_with(&target))
-        || system.iter().any(|d| target.starts_with(d) && !home.is_some_and(|h| target.starts_with(h)));
+    let wide = target == Path::new("/") || home.is_some_and(|h| h.starts_with(&target)) || is_system(&target, home);
     wide.then_some(target)
+}
+
+/// Whether `p` (a real path) is `/` or lies in a system directory (and not in the home
+/// directory `home`, which may be `/root`).
+fn is_system(p: &Path, home: Option<&Path>) -> bool {
+    const SYSTEM: [&str; 13] = ["/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/root", "/proc", "/sys", "/dev"];
+    p == Path::new("/") || SYSTEM.iter().any(|d| p.starts_with(d) && !home.is_some_and(|h| p.starts_with(h)))
 }
 
 /// The command as judged and the argv that runs it: one argument is shell text, run by bash
@@ -372,6 +381,12 @@ pub fn plan(command: &[String], cx: &Context, policy: &Policy, dirs: &Dirs) -> R
         if let Some(target) = root_to_home(w, real_home.as_deref()) {
             return Err(PlanError::RootToHome { root: w.clone(), target });
         }
+    }
+    // An agent started in a system directory (found by an outside attack: in `/etc`, the
+    // project root, made writable, was `/etc`).
+    let project = std::fs::canonicalize(&config.project_root).unwrap_or_else(|_| config.project_root.clone());
+    if is_system(&project, real_home.as_deref()) && sp.writable.iter().any(|w| std::fs::canonicalize(w).is_ok_and(|w| w == project)) {
+        return Err(PlanError::SystemProject { root: project });
     }
     sp.backend = backend;
     sp.container = pinfold_sandbox::ContainerSettings {
