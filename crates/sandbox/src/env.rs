@@ -65,12 +65,21 @@ pub fn is_secret_name(name: &str) -> bool {
 
 /// Whether a value carries a secret whatever its name: a URL with a password in it
 /// (`scheme://user:pass@host`, as `MONGODB_URI` and `REDIS_URL` hold), a connection string's
-/// or query's password (`Password=…`, `password=…`), an HTTP authorization header, a PEM
-/// private key.
+/// or query's password (`Password=…`, `password=…`), an HTTP authorization header or its value
+/// (`Bearer …`, `Basic …`, `token …`), a PEM private key.
 pub fn has_url_password(value: &str) -> bool {
     let lower = value.to_ascii_lowercase();
     if ["password=", "pwd=", "authorization:", "private key-----"].iter().any(|m| lower.contains(m)) {
         return true;
+    }
+    // An authorization header's value alone (`AUTH_HEADER='Bearer …'`, noted by an outside
+    // attack).
+    let header = lower.trim();
+    if let Some(cred) = ["bearer ", "basic ", "token "].iter().find_map(|m| header.strip_prefix(m)) {
+        let cred = cred.trim();
+        if cred.len() >= 8 && cred.bytes().all(|b| b.is_ascii_alphanumeric() || b"._~+/=-".contains(&b)) {
+            return true;
+        }
     }
     value.split("://").skip(1).any(|rest| {
         let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
@@ -133,10 +142,14 @@ mod tests {
             "jdbc:mysql://h/db?user=u&password=p27",
             "http.extraheader=Authorization: basic abc",
             "-----BEGIN PRIVATE KEY-----\nMII",
+            // An authorization header's value under any name (`AUTH_HEADER`).
+            "Bearer eyJhbGciOiJIUzI1NiJ9.x.y",
+            "Basic dXNlcjpwYXNzd29yZA==",
+            "token ghp_0123456789abcdef",
         ] {
             assert!(has_url_password(v), "{v}");
         }
-        for v in ["https://example.test/a:b@c", "http://user@host", "https://host:8080/", "/usr/bin:/bin", "mailto:a@b", "http://u:@h"] {
+        for v in ["https://example.test/a:b@c", "http://user@host", "https://host:8080/", "/usr/bin:/bin", "mailto:a@b", "http://u:@h", "Basic", "token x", "bearer of news"] {
             assert!(!has_url_password(v), "{v}");
         }
     }
