@@ -1059,12 +1059,12 @@ const HOME_LINK_ENTRIES: usize = 2000;
 /// the project, a planted `core.fsmonitor` ran on the user's next `git status`). Looked for:
 /// the home directory's dot entries and `bin`, the entries of [`HOME_LINK_DIRS`] and, in
 /// `~/.config`, one level further. Empty when the home directory itself lies in a writable
-/// root (then every dot entry is protected where it is).
+/// root (then every dot entry is protected where it is). `home` and `writable` are real
+/// paths.
 pub fn home_links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
     let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let writable: Vec<PathBuf> = writable.iter().map(|w| real(w)).collect();
     let inside = |p: &Path| writable.iter().any(|w| p.starts_with(w));
-    let home_real = real(home);
+    let home_real = home.to_path_buf();
     if inside(&home_real) {
         return Vec::new();
     }
@@ -1072,6 +1072,7 @@ pub fn home_links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
     let mut budget = HOME_LINK_ENTRIES;
     let mut look = |dir: &Path, pick: &dyn Fn(&std::ffi::OsStr) -> bool, deeper: bool, out: &mut Vec<PathBuf>| {
         let mut subdirs = Vec::new();
+        let mut dir_real: Option<PathBuf> = None;
         for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             if budget == 0 {
                 break;
@@ -1089,6 +1090,18 @@ pub fn home_links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
                 continue;
             }
             let link = e.path();
+            // A link to a sibling (`~/.cargo/bin/cargo -> rustup`): in this same directory,
+            // which lies in no writable root when its real path does not (the sibling, if a
+            // link, is looked at in its own right). Saves resolving each of rustup's proxies.
+            if let Ok(text) = std::fs::read_link(&link)
+                && !text.as_os_str().as_encoded_bytes().contains(&b'/')
+                && text != Path::new("..")
+            {
+                let dir_real = dir_real.get_or_insert_with(|| real(dir));
+                if !inside(&dir_real.join(&text)) {
+                    continue;
+                }
+            }
             let target = match std::fs::canonicalize(&link) {
                 Ok(t) => t,
                 // A link to nothing yet: where it would create its file.
@@ -1164,9 +1177,10 @@ pub fn is_control(root: &Path, cwd: &Path, home: Option<&Path>, lifted: &[PathBu
     {
         return Some(Family::Git);
     }
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     if let Some(h) = home
         && !in_home_dot_entry(h, root)
-        && home_links_into(h, &[root.to_path_buf()]).iter().any(|t| path.starts_with(t))
+        && home_links_into(&real(h), &[real(root)]).iter().any(|t| path.starts_with(t))
     {
         return Some(Family::Home);
     }
