@@ -603,6 +603,16 @@ fn tokens_in_exec() {
     assert_eq!(mode, 0o700);
 }
 
+/// The hook's decision on a file tool's call: `none` when it has no opinion (no output).
+fn file_tool_decision(o: &Out) -> String {
+    assert_eq!(o.code, 0, "hook failed: {}", o.stderr);
+    if o.stdout.trim().is_empty() {
+        return "none".into();
+    }
+    let v: Value = serde_json::from_str(&o.stdout).expect("JSON out");
+    v["hookSpecificOutput"]["permissionDecision"].as_str().unwrap_or("none").to_string()
+}
+
 /// A second name (a hard link) of a hidden file, made before the secret was written into it
 /// (`ln .env.example notes`, then the user fills `.env.example` in and renames it `.env`): the
 /// Read and Grep tools are refused through that name, as `pinfold exec` refuses every run
@@ -616,28 +626,20 @@ fn a_hidden_files_other_name_is_not_read_by_the_file_tools() {
     fs::hard_link(&env, w.proj.join(".cache-notes")).unwrap();
     let plain = w.put("data.txt", "plain\n");
     fs::hard_link(&plain, w.proj.join("data-copy.txt")).unwrap();
-    let decision = |o: &Out| -> String {
-        assert_eq!(o.code, 0, "hook failed: {}", o.stderr);
-        if o.stdout.trim().is_empty() {
-            return "none".into();
-        }
-        let v: Value = serde_json::from_str(&o.stdout).expect("JSON out");
-        v["hookSpecificOutput"]["permissionDecision"].as_str().unwrap_or("none").to_string()
-    };
     let o = w.hook("Read", json!({"file_path": w.proj.join(".cache-notes")}));
-    assert_eq!(decision(&o), "deny", "Read of the other name: {}", o.stdout);
+    assert_eq!(file_tool_decision(&o), "deny", "Read of the other name: {}", o.stdout);
     assert!(o.stdout.contains("another name"), "{}", o.stdout);
     // (A search of a directory holding no hidden path: the other name may be anywhere.)
     let src = w.put("src/main.rs", "fn main() {}\n").parent().unwrap().to_path_buf();
     let o = w.hook("Grep", json!({"pattern": "KEY", "path": src}));
-    assert_eq!(decision(&o), "deny", "Grep while the other name exists: {}", o.stdout);
+    assert_eq!(file_tool_decision(&o), "deny", "Grep while the other name exists: {}", o.stdout);
     assert!(o.stdout.contains("another name"), "{}", o.stdout);
     let o = w.hook("Read", json!({"file_path": w.proj.join("data-copy.txt")}));
-    assert_eq!(decision(&o), "none", "the control: a linked file that is not hidden: {}", o.stdout);
+    assert_eq!(file_tool_decision(&o), "none", "the control: a linked file that is not hidden: {}", o.stdout);
     // With the other name gone, the search is no longer refused.
     fs::remove_file(w.proj.join(".cache-notes")).unwrap();
     let o = w.hook("Grep", json!({"pattern": "KEY", "path": src}));
-    assert_eq!(decision(&o), "none", "Grep with the other name gone: {}", o.stdout);
+    assert_eq!(file_tool_decision(&o), "none", "Grep with the other name gone: {}", o.stdout);
 }
 
 /// A link in a hidden directory (`~/.ssh/id_ed25519 -> ~/dotfiles/ssh/id`), and a hidden
@@ -656,23 +658,15 @@ fn what_a_hidden_link_leads_to_is_not_read_by_the_file_tools() {
     fs::create_dir_all(w.home.join(".ssh")).unwrap();
     std::os::unix::fs::symlink(dotfiles.join("ssh/id"), w.home.join(".ssh/id_ed25519")).unwrap();
     std::os::unix::fs::symlink(dotfiles.join("gpg"), w.home.join(".gnupg")).unwrap();
-    let decision = |o: &Out| -> String {
-        assert_eq!(o.code, 0, "hook failed: {}", o.stderr);
-        if o.stdout.trim().is_empty() {
-            return "none".into();
-        }
-        let v: Value = serde_json::from_str(&o.stdout).expect("JSON out");
-        v["hookSpecificOutput"]["permissionDecision"].as_str().unwrap_or("none").to_string()
-    };
     for target in [dotfiles.join("ssh/id"), dotfiles.join("gpg/key")] {
         let o = w.hook("Read", json!({"file_path": target}));
-        assert_eq!(decision(&o), "deny", "Read of {}: {}", target.display(), o.stdout);
+        assert_eq!(file_tool_decision(&o), "deny", "Read of {}: {}", target.display(), o.stdout);
         assert!(o.stdout.contains("leads"), "{}", o.stdout);
     }
     let o = w.hook("Grep", json!({"pattern": "KEY", "path": dotfiles}));
-    assert_eq!(decision(&o), "deny", "Grep of the directory holding the targets: {}", o.stdout);
+    assert_eq!(file_tool_decision(&o), "deny", "Grep of the directory holding the targets: {}", o.stdout);
     let o = w.hook("Read", json!({"file_path": dotfiles.join("notes.txt")}));
-    assert_eq!(decision(&o), "none", "the control: a file nothing hidden leads to: {}", o.stdout);
+    assert_eq!(file_tool_decision(&o), "none", "the control: a file nothing hidden leads to: {}", o.stdout);
 }
 
 /// The home directory's files as links into the project (a dotfiles repository: `~/.gitconfig
@@ -693,19 +687,11 @@ fn the_file_tools_do_not_write_where_home_files_lead() {
     std::os::unix::fs::symlink(w.proj.join("git"), w.home.join(".config/git")).unwrap();
     std::os::unix::fs::symlink(w.proj.join("bin/tool"), w.home.join(".local/bin/tool")).unwrap();
     std::os::unix::fs::symlink(w.proj.join("npmrc"), w.home.join(".npmrc")).unwrap();
-    let decision = |o: &Out| -> String {
-        assert_eq!(o.code, 0, "hook failed: {}", o.stderr);
-        if o.stdout.trim().is_empty() {
-            return "none".into();
-        }
-        let v: Value = serde_json::from_str(&o.stdout).expect("JSON out");
-        v["hookSpecificOutput"]["permissionDecision"].as_str().unwrap_or("none").to_string()
-    };
     for rel in ["gitconfig", "git/config", "bin/tool", "npmrc"] {
         let o = w.hook("Write", json!({"file_path": w.proj.join(rel), "content": "[core]\n\tfsmonitor = x\n"}));
-        assert_eq!(decision(&o), "deny", "Write of {rel}: {}", o.stdout);
+        assert_eq!(file_tool_decision(&o), "deny", "Write of {rel}: {}", o.stdout);
         assert!(o.stdout.contains("home directory"), "{}", o.stdout);
     }
     let o = w.hook("Write", json!({"file_path": w.proj.join("notes.txt"), "content": "x\n"}));
-    assert_ne!(decision(&o), "deny", "the control: a project file nothing links to: {}", o.stdout);
+    assert_ne!(file_tool_decision(&o), "deny", "the control: a project file nothing links to: {}", o.stdout);
 }
