@@ -900,18 +900,10 @@ fn config_paths(files: &[PathBuf], root: &Path, home: Option<&Path>) -> Vec<Path
         let Ok(Some(text)) = read_bounded(&file, SMALL) else { continue };
         let text = String::from_utf8_lossy(&text);
         let gitdir = file.parent().unwrap_or(Path::new("/"));
-        let mut section = String::new();
-        for line in text.lines() {
-            let line = line.trim();
-            if let Some(rest) = line.strip_prefix('[') {
-                section = rest.split([']', ' ', '"']).next().unwrap_or("").to_ascii_lowercase();
-                continue;
-            }
-            let Some((key, value)) = line.split_once('=') else { continue };
-            let key = key.trim().to_ascii_lowercase();
-            let value = value.trim().trim_matches('"');
+        for (section, key, value) in git_config_entries(&text) {
+            let (section, key, value) = (section.as_str(), key.as_str(), value.as_str());
             let include = (section == "include" || section == "includeif") && key == "path";
-            if runs_program(&section, &key) {
+            if runs_program(section, key) {
                 // A program git runs (a shell command line): each of its words that names a
                 // path, taken from the top of the work tree as git runs it, or the home
                 // directory (`~/`).
@@ -959,16 +951,141 @@ fn config_paths(files: &[PathBuf], root: &Path, home: Option<&Path>) -> Vec<Path
     out
 }
 
+/// A git configuration file's entries as git reads them: (section without its subsection,
+/// key, value), names lowercased. A UTF-8 byte-order mark is skipped; a key may follow its
+/// section's header on the same line (`[core] fsmonitor = x`); a value's quotes are removed
+/// and its backslash escapes read (`\\`, `\"`, `\n`, `\t`, `\b`); a backslash before a line
+/// end continues the value on the next line; `#` and `;` outside quotes start a comment.
+/// (Found by an outside attack: each of these spellings hid a `core.fsmonitor` in the project
+/// from a line-by-line reading.)
+fn git_config_entries(text: &str) -> Vec<(String, String, String)> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut section = String::new();
+    let mut i = 0;
+    let n = chars.len();
+    let skip_blank = |i: &mut usize| {
+        while *i < n && (chars[*i] == ' ' || chars[*i] == '\t' || chars[*i] == '\r') {
+            *i += 1;
+        }
+    };
+    let skip_line = |i: &mut usize| {
+        while *i < n && chars[*i] != '\n' {
+            *i += 1;
+        }
+    };
+    while i < n {
+        skip_blank(&mut i);
+        if i >= n {
+            break;
+        }
+        match chars[i] {
+            '\n' => i += 1,
+            '#' | ';' => skip_line(&mut i),
+            '[' => {
+                // `[name "sub"]` or the old `[name.sub]`.
+                i += 1;
+                let mut name = String::new();
+                let mut in_quotes = false;
+                while i < n && chars[i] != '\n' && (in_quotes || chars[i] != ']') {
+                    if chars[i] == '"' {
+                        in_quotes = !in_quotes;
+                    } else if chars[i] == '\\' && in_quotes {
+                        i += 1;
+                    }
+                    name.push(chars.get(i).copied().unwrap_or(' '));
+                    i += 1;
+                }
+                if i < n && chars[i] == ']' {
+                    i += 1;
+                }
+                section = name.trim().split([' ', '\t', '"', '.']).next().unwrap_or("").to_ascii_lowercase();
+            }
+            _ => {
+                let mut key = String::new();
+                while i < n && (chars[i].is_alphanumeric() || chars[i] == '-' || chars[i] == '_' || chars[i] == '.') {
+                    key.push(chars[i]);
+                    i += 1;
+                }
+                skip_blank(&mut i);
+                if key.is_empty() || i >= n || chars[i] != '=' {
+                    // A key with no value (a boolean), or nothing git reads: the rest of the line.
+                    if key.is_empty() {
+                        skip_line(&mut i);
+                    }
+                    continue;
+                }
+                i += 1;
+                skip_blank(&mut i);
+                let mut value = String::new();
+                let mut in_quotes = false;
+                // Trailing blanks outside quotes are dropped; `keep` is the length to keep.
+                let mut keep = 0;
+                while i < n {
+                    let c = chars[i];
+                    match c {
+                        '\n' => break,
+                        '"' => in_quotes = !in_quotes,
+                        '#' | ';' if !in_quotes => {
+                            skip_line(&mut i);
+                            break;
+                        }
+                        '\\' => {
+                            i += 1;
+                            match chars.get(i) {
+                                Some('\n') => {}
+                                Some('\r') if chars.get(i + 1) == Some(&'\n') => i += 1,
+                                Some('n') => value.push('\n'),
+                                Some('t') => value.push('\t'),
+                                Some('b') => {
+                                    value.pop();
+                                }
+                                Some(&other) => value.push(other),
+                                None => {}
+                            }
+                            keep = value.chars().count();
+                        }
+                        c if c == ' ' || c == '\t' || c == '\r' => {
+                            value.push(c);
+                            if in_quotes {
+                                keep = value.chars().count();
+                            }
+                        }
+                        c => {
+                            value.push(c);
+                            keep = value.chars().count();
+                        }
+                    }
+                    i += 1;
+                }
+                let value: String = value.chars().take(keep).collect();
+                out.push((section.clone(), key.to_ascii_lowercase(), value));
+            }
+        }
+    }
+    out
+}
+
 /// Whether git runs the value of `section.key` (subsection left out) as a program or a shell
 /// command: a pager, an editor, an ssh, a credential helper, a signing program, a filter, a
-/// diff or merge driver, an alias starting with `!`, a file-system monitor.
+/// diff or merge driver, an alias starting with `!`, a file-system monitor, a remote's
+/// upload or receive pack, a trailer's command, a man viewer, a template directory (whose
+/// hooks every new clone copies).
 fn runs_program(section: &str, key: &str) -> bool {
     matches!(
         (section, key),
-        ("core", "pager" | "editor" | "sshcommand" | "askpass" | "fsmonitor" | "gitproxy")
+        ("core", "pager" | "editor" | "sshcommand" | "askpass" | "fsmonitor" | "gitproxy" | "alternaterefscommand")
+            | ("remote", "uploadpack" | "receivepack")
+            | ("init", "templatedir")
+            | ("trailer", "command" | "cmd")
+            | ("man", "cmd" | "path")
+            | ("submodule", "update")
+            | ("interactive", "difffilter")
+            | ("sendemail", "sendmailcmd" | "smtpserver")
             | ("sequence", "editor")
             | ("credential", "helper")
-            | ("gpg", "program")
+            | ("gpg", "program" | "defaultkeycommand")
             | ("diff", "external" | "command" | "textconv")
             | ("merge", "driver")
             | ("filter", "clean" | "smudge" | "process")
@@ -1046,7 +1163,13 @@ fn harmless_new_repo(dotgit: &Path) -> bool {
 
 /// The home directory's directories whose entries programs outside the sandbox read or run
 /// (beside the home directory's own dot entries and `bin`), looked in for links.
-const HOME_LINK_DIRS: &[&str] = &[".config", ".local/bin", "bin", ".cargo", ".cargo/bin", "go/bin", ".claude", ".gemini", ".codex", ".cursor", ".ssh", ".gnupg"];
+const HOME_LINK_DIRS: &[&str] = &[
+    ".config", ".local/bin", "bin", ".cargo", ".cargo/bin", "go/bin", ".claude", ".gemini", ".codex", ".cursor", ".ssh", ".gnupg",
+    // What shells, editors and Python run from further down (found by a second outside
+    // attack: `~/.bashrc.d/*.sh` linked into the project stayed writable).
+    ".bashrc.d", ".zshrc.d", ".config/fish/conf.d", ".config/fish/functions", ".config/nvim/plugin", ".vim/plugin", ".vim/autoload",
+    ".ipython/profile_default/startup",
+];
 
 /// How many entries [`home_links_into`] reads at most.
 const HOME_LINK_ENTRIES: usize = 2000;
@@ -1126,7 +1249,18 @@ pub fn home_links_into(home: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
     look(home, &dot_or_bin, false, &mut out);
     for d in HOME_LINK_DIRS {
         let dir = home.join(d);
-        // A directory that is itself a link into a writable root is protected whole (above).
+        // A directory that is itself a link (`~/.local/bin -> ../dotfiles/bin`: found by an
+        // outside attack, a new `git` could be put first on the user's PATH): where it leads
+        // is protected whole when it lies in a writable root.
+        if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            if let Ok(t) = std::fs::canonicalize(&dir)
+                && inside(&t)
+                && !out.contains(&t)
+            {
+                out.push(t);
+            }
+            continue;
+        }
         if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
             let deeper = *d == ".config";
             for sub in look(&dir, &|_| true, deeper, &mut out) {
@@ -1222,4 +1356,36 @@ pub fn links(root: &Path, cwd: &Path, lifted: &[PathBuf]) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::git_config_entries;
+
+    fn value(text: &str, section: &str, key: &str) -> Option<String> {
+        git_config_entries(text).into_iter().find(|(s, k, _)| s == section && k == key).map(|(_, _, v)| v)
+    }
+
+    /// Each spelling an outside attack used to hide `core.fsmonitor` from a line-by-line
+    /// reading, read as git reads it.
+    #[test]
+    fn entries_are_read_as_git_reads_them() {
+        let cases = [
+            ("[core]\n\tfsmonitor = /p/tools/fsm\n", "/p/tools/fsm"),
+            ("[core] fsmonitor = /p/tools/fsm\n", "/p/tools/fsm"),
+            ("[core]\n\tfsmonitor = \"/p/\"tools/fsm\n", "/p/tools/fsm"),
+            ("[core]\n\tfsmonitor = /p/tools/\\\nfsm\n", "/p/tools/fsm"),
+            ("[core]\n\tfsmonitor = /p/tools/fsm#comment\n", "/p/tools/fsm"),
+            ("\u{feff}[core]\n\tfsmonitor = /p/tools/fsm\n", "/p/tools/fsm"),
+            ("[CORE]\n\tFsMonitor=/p/tools/fsm ; note\n", "/p/tools/fsm"),
+            ("[core \"x\"]\r\n\tfsmonitor = \"/p/tools/fsm # not a comment\"\r\n", "/p/tools/fsm # not a comment"),
+            ("[core.x]\n\tfsmonitor = /p/a\\tb\n", "/p/a\tb"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(value(text, "core", "fsmonitor").as_deref(), Some(want), "{text:?}");
+        }
+        // A boolean key (no `=`) and a comment line are no entries; the next key still is.
+        assert_eq!(value("[core]\n\tbare\n# x = y\n\tpager = less\n", "core", "pager").as_deref(), Some("less"));
+        assert_eq!(value("[core]\n# fsmonitor = /p/x\n", "core", "fsmonitor"), None);
+    }
 }

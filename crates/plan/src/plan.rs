@@ -279,7 +279,10 @@ fn root_to_home(w: &Path, home: Option<&Path>) -> Option<PathBuf> {
 /// Whether `p` (a real path) is `/` or lies in a system directory (and not in the home
 /// directory `home`, which may be `/root`).
 fn is_system(p: &Path, home: Option<&Path>) -> bool {
-    const SYSTEM: [&str; 13] = ["/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/root", "/proc", "/sys", "/dev"];
+    const SYSTEM: [&str; 21] = [
+        "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/root", "/proc", "/sys", "/dev", "/run", "/var/lib", "/var/log",
+        "/var/spool", "/var/cache", "/var/backups", "/var/mail", "/var/opt",
+    ];
     p == Path::new("/") || SYSTEM.iter().any(|d| p.starts_with(d) && !home.is_some_and(|h| p.starts_with(h)))
 }
 

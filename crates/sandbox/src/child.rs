@@ -510,9 +510,7 @@ fn command(spec: &Spec, mut rep: Reporter, mounted: OwnedFd) -> ! {
     if !early {
         late.extend(spec.writable.iter().cloned());
     }
-    if spec.private_tmp {
-        late.push(spec.run_dir.join("tmp"));
-    }
+    let scratch = spec.private_tmp.then(|| spec.run_dir.join("tmp"));
     let devices: Vec<&str> = if early {
         landlock_layer::OWN_DEVICES.to_vec()
     } else {
@@ -520,6 +518,7 @@ fn command(spec: &Spec, mut rep: Reporter, mounted: OwnedFd) -> ! {
     };
     landlock = devices.iter().map(std::path::Path::new).fold(landlock, |p, d| p.and_then(|p| p.device(d)));
     landlock = late.iter().fold(landlock, |p, w| p.and_then(|p| p.writable(w)));
+    landlock = scratch.iter().fold(landlock, |p, w| p.and_then(|p| p.scratch(w)));
     let landlock = match landlock.and_then(landlock_layer::Pending::finish) {
         Ok(r) => Some(r),
         Err(e) if spec.allow_degraded => {

@@ -214,10 +214,22 @@ impl Pending {
         Ok(self)
     }
 
-    /// Let the command write beneath `w`, which must exist.
-    pub fn writable(mut self, w: &Path) -> Result<Pending, LandlockError> {
+    /// Let the command write beneath `w`, which must exist — but make no FIFO there: a FIFO
+    /// at a name a program opens outside the sandbox (`.gitignore`, `.git/HEAD`) hangs it
+    /// (found by an outside attack: every `git status` on the host, a shell prompt's too,
+    /// waited forever). FIFOs are made in the private temp dir ([`Pending::scratch`]).
+    pub fn writable(self, w: &Path) -> Result<Pending, LandlockError> {
+        self.writable_with(w, false)
+    }
+
+    /// Let the command write beneath `w` (the private temp dir), FIFOs included.
+    pub fn scratch(self, w: &Path) -> Result<Pending, LandlockError> {
+        self.writable_with(w, true)
+    }
+
+    fn writable_with(mut self, w: &Path, fifos: bool) -> Result<Pending, LandlockError> {
         let fd = PathFd::new(w).map_err(|source| LandlockError::OpenWritable { path: w.to_path_buf(), source })?;
-        let rights = self.rights_for(w);
+        let rights = if fifos { self.rights_for(w) } else { self.rights_for(w) & !AccessFs::MakeFifo };
         self.created = self
             .created
             .add_rule(PathBeneath::new(fd, rights))
