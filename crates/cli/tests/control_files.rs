@@ -876,13 +876,18 @@ fn home_files_linked_into_the_project(u: User) {
     std::os::unix::fs::symlink(a.proj.join("git"), a.home.join(".config/git")).unwrap();
     std::os::unix::fs::symlink(a.proj.join("bin/tool"), a.home.join(".local/bin/tool")).unwrap();
     std::os::unix::fs::symlink(a.proj.join("npmrc"), a.home.join(".npmrc")).unwrap();
+    // A directory on the user's PATH that is itself a link into the project (found by a
+    // second outside attack: a new `git` could be put first on the PATH).
+    fs::create_dir_all(a.proj.join("path-bin")).unwrap();
+    fs::create_dir_all(a.home.join(".cargo")).unwrap();
+    std::os::unix::fs::symlink("../../proj/path-bin", a.home.join(".cargo/bin")).unwrap();
     a.own();
     let marker = a.out.join("fsmonitor-ran");
     let fsm = format!("[core]\\n\\tfsmonitor = \"touch {} #\"\\n", Fx::s(&marker));
     let argv = a.sh_script(
         "dotfiles",
         &format!(
-            "printf '{fsm}' >> gitconfig; printf '{fsm}' >> git/config; echo 'echo evil' >> bin/tool; echo 'script-shell=/tmp/x' > npmrc; echo x > notes.txt; echo tried\n"
+            "printf '{fsm}' >> gitconfig; printf '{fsm}' >> git/config; echo 'echo evil' >> bin/tool; echo 'script-shell=/tmp/x' > npmrc; echo evil > path-bin/git; echo x > notes.txt; echo tried\n"
         ),
     );
     let r = a.exec(&[], &argv);
@@ -892,6 +897,7 @@ fn home_files_linked_into_the_project(u: User) {
     assert_eq!(fs::read_to_string(a.proj.join("git/config")).unwrap(), "[user]\n", "{}: ~/.config/git/config changed\n{}", a.label(), r.show());
     assert_eq!(fs::read_to_string(a.proj.join("bin/tool")).unwrap(), "#!/bin/sh\n", "{}: ~/.local/bin/tool changed\n{}", a.label(), r.show());
     assert!(!a.proj.join("npmrc").exists(), "{}: ~/.npmrc's target is left planted\n{}", a.label(), r.show());
+    assert!(!a.proj.join("path-bin/git").exists(), "{}: a program was put in ~/.cargo/bin, a link into the project\n{}", a.label(), r.show());
     assert_eq!(fs::read_to_string(a.proj.join("notes.txt")).unwrap(), "x\n", "{}: the control: a file nothing links to\n{}", a.label(), r.show());
     assert!(!host_git_status_runs(&a, &a.proj.clone(), &marker), "{}: ESCAPED: the user's git ran the planted fsmonitor", a.label());
 }
@@ -938,7 +944,7 @@ fn programs_the_users_git_config_names(u: User) {
 fn a_system_directory_is_never_the_writable_project(u: User) {
     let mut a = Fx::new(u, "a_system_directory_is_never_the_writable_project");
     a.config = None;
-    for dir in ["/etc", "/usr/local"] {
+    for dir in ["/etc", "/usr/local", "/var/lib"] {
         a.cwd = std::path::PathBuf::from(dir);
         let marker = format!("{dir}/pinfold-test-{}", a.base.file_name().unwrap().to_string_lossy());
         let r = a.exec(&[], &["touch".into(), marker.clone()]);
