@@ -1284,6 +1284,17 @@ fn in_home_dot_entry(home: &Path, root: &Path) -> bool {
         && !rest.starts_with(".local/share/pinfold")
 }
 
+/// What the home directory's files lead to inside the project `root` (see
+/// [`home_links_into`]), for the agent's file tools: each is a control file. Looked at once
+/// per tool call, for the path as written and as resolved alike.
+pub fn home_link_targets(root: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    match home {
+        Some(h) if !in_home_dot_entry(h, root) => home_links_into(&real(h), &[real(root)]),
+        _ => Vec::new(),
+    }
+}
+
 /// Whether `path` (absolute) is a control file of the project `root` for a command in `cwd`,
 /// or of the home directory when it is the project, and not `lifted` by the user: its family,
 /// for the agent's file tools.
@@ -1310,13 +1321,6 @@ pub fn is_control(root: &Path, cwd: &Path, home: Option<&Path>, lifted: &[PathBu
         && git().any(|g| first.as_os_str() == *g)
     {
         return Some(Family::Git);
-    }
-    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    if let Some(h) = home
-        && !in_home_dot_entry(h, root)
-        && home_links_into(&real(h), &[real(root)]).iter().any(|t| path.starts_with(t))
-    {
-        return Some(Family::Home);
     }
     if let Some(h) = home
         && in_home_dot_entry(h, root)

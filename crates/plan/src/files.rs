@@ -100,6 +100,12 @@ pub fn write_check_in(config: &Config, preset: &SandboxPreset, cwd: &Path, path:
     if let Some(f) = both.iter().find_map(|p| control::is_control(root, cwd, dirs.home.as_deref(), &config.control_lift, p)) {
         return Some(format!("`{}` is a control file: {}; agents may not change it, a person does", lex.display(), f.why()));
     }
+    // What the home directory's files lead to in the project (a dotfiles repository).
+    if !config.control_lift.iter().any(|l| both.iter().any(|p| p.starts_with(l)))
+        && control::home_link_targets(root, dirs.home.as_deref()).iter().any(|t| both.iter().any(|p| p.starts_with(t)))
+    {
+        return Some(format!("`{}` is a control file: {}; agents may not change it, a person does", lex.display(), control::Family::Home.why()));
+    }
     // Through a link at a control file's name, made earlier (`.claude -> notes`): where it
     // points is that control file, whether or not it exists yet.
     for link in control::links(root, cwd, &config.control_lift) {
